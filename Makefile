@@ -1,0 +1,45 @@
+# shardkeeper — see README.md.
+GO          ?= go
+STATICCHECK ?= $(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2
+FUZZTIME    ?= 10s
+
+# Packages whose tests run under the race detector (the concurrent core).
+RACE_PKGS := ./actors/... ./persistence/... ./cluster/... ./config/...
+
+.PHONY: all build run test test-unit test-crash fuzz lint bench clean
+
+all: build
+
+build:
+	$(GO) build -o bin/shardkeeper ./cmd/shardkeeper
+
+# A one-node server with embedded storage in ./data.
+run: build
+	./bin/shardkeeper serve --data-dir ./data
+
+# The whole suite: lint, unit tests (race detector on the core), multi-process crash tests,
+# and a short fuzz run so the fuzz targets never rot.
+test: lint test-unit test-crash fuzz
+
+test-unit:
+	$(GO) test -race -count=1 $(RACE_PKGS)
+	$(GO) test -count=1 ./api/... ./node/... ./cmd/...
+
+test-crash:
+	$(GO) test -count=1 -v ./test/...
+
+fuzz:
+	$(GO) test -run='^$$' -fuzz=FuzzDecodeCommand -fuzztime=$(FUZZTIME) ./persistence
+
+lint:
+	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
+	  if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
+	$(GO) vet ./...
+	$(STATICCHECK) ./...
+
+# Go benchmarks of the runtime on real Raft + Pebble (one node).
+bench:
+	$(GO) test -run='^$$' -bench=. -benchtime=3s ./actors/
+
+clean:
+	rm -rf bin

@@ -1,0 +1,284 @@
+package actors
+
+import (
+	"fmt"
+	"runtime/debug"
+	"sync/atomic"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/shardkeeper/shardkeeper/persistence"
+)
+
+// activation is the protoactor actor hosting one Handler. Its mailbox gives one message at a
+// time; everything below runs on that single goroutine at a time and needs no locks.
+//
+// Write path (the output gate): a message's writes go into the overlay (visible to later
+// messages at once) and into the pending batch together with the message's reply, which is
+// held. At most one batch is in flight in Raft; the pending batch is proposed when the
+// previous one has committed and the mailbox is empty, so under load many messages share one
+// Raft command. When a command commits its held replies are released; when it fails, every
+// held reply fails, the overlay and the Handler are discarded and the activation retires.
+type activation struct {
+	rt      *Runtime
+	part    *partition
+	kind    *kindEntry
+	id      string
+	ref     *actRef
+	epoch   uint64
+	handler Handler
+
+	dataPrefix []byte
+	overlay    map[string]*overlayEntry
+	seq        uint64
+	pending    *batch
+	inflight   *batch
+	retired    bool
+}
+
+// actRef is the partition registry's handle on an activation.
+type actRef struct {
+	pid *actor.PID
+	// queued counts messages sent to the actor and not yet handled. Senders increment it
+	// under the partition lock, so an actor that sees 0 under that lock has an empty mailbox.
+	queued atomic.Int64
+}
+
+type overlayEntry struct {
+	value   []byte
+	deleted bool
+	seq     uint64
+}
+
+type batch struct {
+	ops      []persistence.Op
+	seqs     []uint64
+	pos      map[string]int
+	held     []func(error)
+	messages int
+	time     int64
+	alarmDue int64 // earliest alarm index entry written, 0 if none
+	proposed time.Time
+}
+
+// envelope carries a request and the callback that receives its reply.
+type envelope struct {
+	req      Request
+	deadline time.Time
+	done     func([]byte, error)
+}
+
+// alarmFire asks the activation to run a due alarm found in the index.
+type alarmFire struct {
+	entry indexEntry
+	done  func(error)
+}
+
+type commitDone struct {
+	b   *batch
+	err error
+}
+
+// retire is sent (as an ordinary message, so it is handled after everything queued before
+// it) when the partition stops being led here.
+type retire struct{ reason error }
+
+func (a *activation) Receive(c actor.Context) {
+	switch m := c.Message().(type) {
+	case *actor.Started:
+		a.rt.metrics.active.WithLabelValues(a.kind.Name).Inc()
+		a.rt.metrics.activations.WithLabelValues(a.kind.Name).Inc()
+		c.SetReceiveTimeout(a.rt.opts.IdleTimeout)
+	case *envelope:
+		a.dequeued()
+		a.handleRequest(m)
+		a.maybePropose(c)
+	case *alarmFire:
+		a.dequeued()
+		a.handleAlarm(m)
+		a.maybePropose(c)
+	case *commitDone:
+		a.committed(c, m)
+	case *retire:
+		a.fail(c, m.reason)
+	case stopSelf:
+		c.Stop(c.Self())
+	case *actor.ReceiveTimeout:
+		a.maybePassivate(c)
+	case *actor.Stopped:
+		a.rt.metrics.active.WithLabelValues(a.kind.Name).Dec()
+	}
+}
+
+func (a *activation) dequeued() {
+	a.ref.queued.Add(-1)
+	a.rt.metrics.mailbox.WithLabelValues(a.kind.Name).Dec()
+}
+
+// usable reports why the activation may not run a message, or nil.
+func (a *activation) usable() error {
+	if a.retired {
+		return unavailable("actor %s/%s is restarting after a failed commit", a.kind.Name, a.id)
+	}
+	if a.part.currentEpoch() != a.epoch {
+		return unavailable("partition %d is no longer led by this node", a.part.id)
+	}
+	return nil
+}
+
+func (a *activation) newContext() *Context {
+	return &Context{act: a, now: a.part.now(a.rt.opts.Clock)}
+}
+
+func (a *activation) handleRequest(m *envelope) {
+	if err := a.usable(); err != nil {
+		m.done(nil, err)
+		return
+	}
+	if !a.rt.opts.Clock().Before(m.deadline) {
+		// Nobody waits for the answer any more; not running it keeps the outcome certain.
+		m.done(nil, unavailable("request deadline passed while queued"))
+		return
+	}
+	ctx := a.newContext()
+	reply, err := a.invoke(func() ([]byte, error) { return a.handler.Receive(ctx, m.req) })
+	if err != nil {
+		ctx.rollback()
+	}
+	a.stage(ctx, func(cerr error) {
+		if cerr != nil {
+			m.done(nil, cerr)
+			return
+		}
+		m.done(reply, err)
+	})
+}
+
+// invoke runs handler code, turning a panic into an error so that one bad message cannot
+// take the activation (or the node) down with uncommitted state half applied.
+func (a *activation) invoke(fn func() ([]byte, error)) (reply []byte, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			a.rt.logger.Error("actor handler panicked", "kind", a.kind.Name, "id", a.id,
+				"panic", r, "stack", string(debug.Stack()))
+			err = fmt.Errorf("actor %s/%s: handler panicked: %v", a.kind.Name, a.id, r)
+		}
+	}()
+	return fn()
+}
+
+// stage moves a finished message's writes into the pending batch and holds its reply until
+// every write the reply may depend on has committed.
+func (a *activation) stage(ctx *Context, reply func(error)) {
+	switch {
+	case len(ctx.writes) > 0:
+		if a.pending == nil {
+			a.pending = &batch{pos: map[string]int{}}
+		}
+		b := a.pending
+		for _, w := range ctx.writes {
+			a.seq++
+			a.overlay[string(w.key)] = &overlayEntry{value: w.value, deleted: w.deleted, seq: a.seq}
+			op := persistence.Op{Key: w.key, Value: w.value, Delete: w.deleted}
+			// Later writes of the same key in the batch replace earlier ones in place.
+			if i, ok := b.pos[string(w.key)]; ok {
+				b.ops[i], b.seqs[i] = op, a.seq
+			} else {
+				b.pos[string(w.key)] = len(b.ops)
+				b.ops = append(b.ops, op)
+				b.seqs = append(b.seqs, a.seq)
+			}
+			if !w.deleted && len(w.key) > 0 && w.key[0] == secIndex {
+				if e, err := parseIndexKey(w.key); err == nil && (b.alarmDue == 0 || e.due < b.alarmDue) {
+					b.alarmDue = e.due
+				}
+			}
+		}
+		b.messages++
+		b.time = max(b.time, ctx.now)
+		b.held = append(b.held, reply)
+	case a.pending != nil:
+		a.pending.held = append(a.pending.held, reply)
+	case a.inflight != nil:
+		a.inflight.held = append(a.inflight.held, reply)
+	default:
+		reply(nil)
+	}
+}
+
+// maybePropose sends the pending batch to Raft when nothing is in flight and either no more
+// messages are queued or the batch is full.
+func (a *activation) maybePropose(c actor.Context) {
+	b := a.pending
+	if b == nil || a.inflight != nil || a.retired {
+		return
+	}
+	if a.ref.queued.Load() > 0 && len(b.held) < a.rt.opts.MaxBatchMessages {
+		return // the next message will propose; the batch grows meanwhile
+	}
+	a.pending, a.inflight = nil, b
+	cmd := persistence.Command{Time: b.time, Ops: b.ops}
+	b.proposed = time.Now()
+	fut := a.rt.repl.Propose(a.part.id, cmd.Encode(nil))
+	self, root := c.Self(), a.rt.system.Root
+	go func() { root.Send(self, &commitDone{b: b, err: fut.Error()}) }()
+}
+
+func (a *activation) committed(c actor.Context, m *commitDone) {
+	if m.b != a.inflight {
+		return // the activation already failed this batch when it retired
+	}
+	if m.err != nil {
+		a.fail(c, unavailable("commit failed: %v", m.err))
+		return
+	}
+	a.inflight = nil
+	b := m.b
+	a.rt.metrics.commitLatency.Observe(time.Since(b.proposed).Seconds())
+	a.rt.metrics.commitMessages.Observe(float64(b.messages))
+	for i, op := range b.ops {
+		if e, ok := a.overlay[string(op.Key)]; ok && e.seq == b.seqs[i] {
+			delete(a.overlay, string(op.Key))
+		}
+	}
+	for _, r := range b.held {
+		r(nil)
+	}
+	if b.alarmDue != 0 {
+		a.part.alarmSet(b.alarmDue)
+	}
+	a.maybePropose(c)
+}
+
+// fail fails every held reply, drops all uncommitted state and retires the activation: it
+// leaves the registry (the next message creates a fresh one that reads committed state) and
+// answers anything still queued with err.
+func (a *activation) fail(c actor.Context, err error) {
+	for _, b := range []*batch{a.inflight, a.pending} {
+		if b != nil {
+			for _, r := range b.held {
+				r(err)
+			}
+		}
+	}
+	a.inflight, a.pending, a.overlay = nil, nil, map[string]*overlayEntry{}
+	if a.retired {
+		return
+	}
+	a.retired = true
+	a.part.forget(a)
+	c.Send(c.Self(), stopSelf{})
+}
+
+// stopSelf is queued behind everything sent before the activation left the registry.
+type stopSelf struct{}
+
+func (a *activation) maybePassivate(c actor.Context) {
+	if a.pending == nil && a.inflight == nil && a.part.forgetIfIdle(a) {
+		a.retired = true
+		a.rt.metrics.passivations.WithLabelValues(a.kind.Name).Inc()
+		c.Stop(c.Self())
+		return
+	}
+	c.SetReceiveTimeout(a.rt.opts.IdleTimeout)
+}

@@ -1,0 +1,78 @@
+package actors
+
+import (
+	"fmt"
+	"hash/fnv"
+	"regexp"
+	"time"
+)
+
+// Request is one message to an actor: an operation name and an opaque body the kind decodes.
+// Both survive a trip through the cluster, so bodies are bytes, not Go values.
+type Request struct {
+	Method string
+	Body   []byte
+}
+
+// Handler is one activation of an actor: the in-memory object for one (kind, id).
+//
+// The runtime calls Receive for one message at a time, never concurrently, so a Handler may
+// keep cached state in its fields without locking. If a commit fails, the runtime discards the
+// Handler and creates a new one on the next message, so cached state is never trusted past a
+// failure: what a Handler caches must be derivable from its storage.
+type Handler interface {
+	// Receive handles one message. Writes made through ctx are committed with the message
+	// when Receive returns a nil error, and discarded otherwise. The reply (or error) is
+	// delivered only after every write it may depend on has committed (the output gate).
+	Receive(ctx *Context, req Request) ([]byte, error)
+}
+
+// AlarmHandler is implemented by handlers that set alarms.
+type AlarmHandler interface {
+	// Alarm runs a due alarm. A nil error deletes the alarm (unless the handler set it
+	// again); an error discards the handler's writes and retries the alarm with backoff.
+	Alarm(ctx *Context, a Alarm) error
+}
+
+// Alarm is a durable, named timer of one actor.
+type Alarm struct {
+	Name string
+	// Scheduled is the time the alarm was set for; a late or retried firing still carries it.
+	Scheduled time.Time
+	// Due is when this firing is (or was) due: Scheduled, or later for a retry.
+	Due time.Time
+	// Attempt counts failed firings before this one (0 on the first firing).
+	Attempt int
+}
+
+// Kind registers a type of actor.
+type Kind struct {
+	// Name identifies the kind in keys and routing; it matches ^[a-z][a-z0-9_-]{0,31}$ and
+	// must never change once data exists.
+	Name string
+	// New creates the handler of a new activation. It must not do I/O: state is read
+	// through the Context of the first message.
+	New func(id string) Handler
+}
+
+var kindName = regexp.MustCompile(`^[a-z][a-z0-9_-]{0,31}$`)
+
+func (k Kind) validate() error {
+	if !kindName.MatchString(k.Name) {
+		return fmt.Errorf("kind name %q does not match %s", k.Name, kindName)
+	}
+	if k.New == nil {
+		return fmt.Errorf("kind %q has no constructor", k.Name)
+	}
+	return nil
+}
+
+// PartitionOf maps an actor identity to its partition among n. It is FNV-1a over the kind, a
+// zero byte and the id; it must never change, since stored data is placed by it.
+func PartitionOf(kind, id string, n int) uint32 {
+	h := fnv.New64a()
+	_, _ = h.Write([]byte(kind))
+	_, _ = h.Write([]byte{0})
+	_, _ = h.Write([]byte(id))
+	return uint32(h.Sum64() % uint64(n))
+}

@@ -1,0 +1,188 @@
+package actors
+
+import (
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+)
+
+// partition is the runtime's state for one partition on this node: whether this node leads
+// it, the registry of its live activations, its alarm scheduler and its clock.
+//
+// Invariant: activations exist only while ready, i.e. while this node leads the partition
+// and a Barrier issued after it became leader has returned, so every committed entry is
+// applied and storage reads are current. Every change of readiness bumps epoch; an
+// activation created under one epoch refuses work under any other.
+type partition struct {
+	id uint32
+	rt *Runtime
+
+	epoch atomic.Uint64
+	clock atomic.Int64 // last time handed out, Unix ms
+
+	mu      sync.Mutex
+	gen     uint64 // counts leadership notifications, to drop stale barrier results
+	ready   bool
+	readyCh chan struct{} // closed when ready
+	acts    map[actKey]*actRef
+	sched   *scheduler
+}
+
+type actKey struct{ kind, id string }
+
+func newPartition(rt *Runtime, id uint32) *partition {
+	return &partition{id: id, rt: rt, readyCh: make(chan struct{}), acts: map[actKey]*actRef{}}
+}
+
+func (p *partition) currentEpoch() uint64 { return p.epoch.Load() }
+
+// now returns the partition clock: the wall clock, but never less than a time already handed
+// out or committed, so expiry decisions never see time run backwards across failover.
+func (p *partition) now(clock func() time.Time) int64 {
+	t := clock().UnixMilli()
+	for {
+		last := p.clock.Load()
+		if t <= last {
+			return last
+		}
+		if p.clock.CompareAndSwap(last, t) {
+			return t
+		}
+	}
+}
+
+// deliver sends msg to the activation of (kind, id), creating it if needed. When the
+// partition is not ready here it sends nothing and returns a channel closed on readiness.
+func (p *partition) deliver(kind *kindEntry, id string, msg any) (wait <-chan struct{}) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.ready {
+		return p.readyCh
+	}
+	key := actKey{kind.Name, id}
+	ref := p.acts[key]
+	if ref == nil {
+		ref = &actRef{}
+		a := &activation{
+			rt: p.rt, part: p, kind: kind, id: id, ref: ref, epoch: p.currentEpoch(),
+			handler:    kind.New(id),
+			dataPrefix: actorPrefix(secData, kind.Name, id),
+			overlay:    map[string]*overlayEntry{},
+		}
+		ref.pid = p.rt.system.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return a }))
+		p.acts[key] = ref
+	}
+	ref.queued.Add(1)
+	p.rt.metrics.mailbox.WithLabelValues(kind.Name).Inc()
+	p.rt.system.Root.Send(ref.pid, msg)
+	return nil
+}
+
+// forget removes a retiring activation from the registry, so new messages go to a new one.
+func (p *partition) forget(a *activation) {
+	p.mu.Lock()
+	if p.acts[actKey{a.kind.Name, a.id}] == a.ref {
+		delete(p.acts, actKey{a.kind.Name, a.id})
+	}
+	p.mu.Unlock()
+}
+
+// forgetIfIdle removes the activation if nothing is queued for it. Senders enqueue under
+// p.mu, so once this returns true no message can reach the activation any more.
+func (p *partition) forgetIfIdle(a *activation) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	key := actKey{a.kind.Name, a.id}
+	if p.acts[key] != a.ref {
+		return true
+	}
+	if a.ref.queued.Load() != 0 {
+		return false
+	}
+	delete(p.acts, key)
+	return true
+}
+
+// alarmSet tells the scheduler that an alarm due at due (Unix ms) was committed.
+func (p *partition) alarmSet(int64) {
+	p.mu.Lock()
+	s := p.sched
+	p.mu.Unlock()
+	if s != nil {
+		s.wake()
+	}
+}
+
+// setLeader records a leadership change reported by the replicator.
+func (p *partition) setLeader(leader bool) {
+	p.mu.Lock()
+	p.gen++
+	gen := p.gen
+	if leader {
+		p.mu.Unlock()
+		go p.becomeReady(gen)
+		return
+	}
+	acts, sched := p.unready()
+	p.mu.Unlock()
+	p.stopAll(acts, sched)
+}
+
+// unready leaves the ready state; p.mu is held.
+func (p *partition) unready() (map[actKey]*actRef, *scheduler) {
+	acts, sched := p.acts, p.sched
+	if p.ready {
+		p.ready = false
+		p.epoch.Add(1)
+		p.readyCh = make(chan struct{})
+	}
+	p.acts, p.sched = map[actKey]*actRef{}, nil
+	return acts, sched
+}
+
+func (p *partition) stopAll(acts map[actKey]*actRef, sched *scheduler) {
+	for _, ref := range acts {
+		p.rt.system.Root.Send(ref.pid, &retire{reason: unavailable("partition %d lost its leader on this node", p.id)})
+	}
+	if sched != nil {
+		sched.close()
+	}
+}
+
+// becomeReady waits until every committed entry is applied, then opens the partition.
+func (p *partition) becomeReady(gen uint64) {
+	for attempt := 0; ; attempt++ {
+		err := p.rt.repl.Barrier(p.id, p.rt.opts.RequestTimeout)
+		p.mu.Lock()
+		if p.gen != gen {
+			p.mu.Unlock()
+			return // leadership changed meanwhile; a newer notification decides
+		}
+		if err == nil {
+			if t := p.rt.repl.LastTime(p.id); t > p.clock.Load() {
+				p.clock.Store(t)
+			}
+			p.ready = true
+			p.epoch.Add(1)
+			close(p.readyCh)
+			p.sched = newScheduler(p.rt, p)
+			go p.sched.run()
+			p.mu.Unlock()
+			return
+		}
+		p.mu.Unlock()
+		p.rt.logger.Warn("barrier after becoming leader failed", "partition", p.id, "attempt", attempt, "error", err)
+		time.Sleep(min(time.Duration(attempt+1)*50*time.Millisecond, time.Second))
+	}
+}
+
+// close retires everything for shutdown.
+func (p *partition) close() {
+	p.mu.Lock()
+	p.gen++
+	acts, sched := p.unready()
+	p.mu.Unlock()
+	p.stopAll(acts, sched)
+}

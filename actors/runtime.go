@@ -1,0 +1,168 @@
+// Package actors is the virtual-actor runtime: activation of (kind, id) on its partition's
+// leader, one message at a time per activation, storage transactions, write coalescing into
+// Raft commands, the output gate, durable alarms and passivation. Consensus is behind the
+// Replicator interface; storage reads go to the node's persistence.Store.
+package actors
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/shardkeeper/shardkeeper/persistence"
+)
+
+// Options configure a Runtime. Zero values take the defaults noted.
+type Options struct {
+	Store      *persistence.Store // required
+	Replicator Replicator         // required
+	Partitions int                // required: P
+	// System is the protoactor system to spawn activations in; a new one if nil.
+	System     *actor.ActorSystem
+	Registerer prometheus.Registerer // metrics; a private registry if nil
+	Logger     *slog.Logger
+
+	RequestTimeout   time.Duration // default deadline of a call: 5s
+	IdleTimeout      time.Duration // passivate after this long without messages: 2m
+	MaxBatchMessages int           // messages per Raft command at most: 1024
+	AlarmBackoff     time.Duration // first retry delay of a failed alarm, doubling: 2s
+	MaxAlarmRetries  int           // failed retries before an alarm is parked: 6
+	Clock            func() time.Time
+}
+
+// Runtime hosts the activations of this node. It is safe for concurrent use.
+type Runtime struct {
+	opts    Options
+	store   *persistence.Store
+	repl    Replicator
+	system  *actor.ActorSystem
+	logger  *slog.Logger
+	metrics *metrics
+	kinds   map[string]*kindEntry
+	parts   []*partition
+}
+
+type kindEntry struct{ Kind }
+
+// New creates a runtime for the given kinds. No partition is led until SetLeader says so.
+func New(opts Options, kinds ...Kind) (*Runtime, error) {
+	if opts.Store == nil || opts.Replicator == nil || opts.Partitions <= 0 {
+		return nil, fmt.Errorf("actors: Store, Replicator and Partitions are required")
+	}
+	def := func(d *time.Duration, v time.Duration) {
+		if *d <= 0 {
+			*d = v
+		}
+	}
+	def(&opts.RequestTimeout, 5*time.Second)
+	def(&opts.IdleTimeout, 2*time.Minute)
+	def(&opts.AlarmBackoff, 2*time.Second)
+	if opts.MaxBatchMessages <= 0 {
+		opts.MaxBatchMessages = 1024
+	}
+	if opts.MaxAlarmRetries <= 0 {
+		opts.MaxAlarmRetries = 6
+	}
+	if opts.Clock == nil {
+		opts.Clock = time.Now
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	if opts.Registerer == nil {
+		opts.Registerer = prometheus.NewRegistry()
+	}
+	if opts.System == nil {
+		opts.System = actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger {
+			return opts.Logger.With("component", "protoactor")
+		}))
+	}
+	m, err := newMetrics(opts.Registerer)
+	if err != nil {
+		return nil, fmt.Errorf("actors: register metrics: %w", err)
+	}
+	r := &Runtime{opts: opts, store: opts.Store, repl: opts.Replicator, system: opts.System,
+		logger: opts.Logger, metrics: m, kinds: map[string]*kindEntry{}}
+	for _, k := range kinds {
+		if err := k.validate(); err != nil {
+			return nil, fmt.Errorf("actors: %w", err)
+		}
+		if _, dup := r.kinds[k.Name]; dup {
+			return nil, fmt.Errorf("actors: kind %q registered twice", k.Name)
+		}
+		r.kinds[k.Name] = &kindEntry{k}
+	}
+	for p := range opts.Partitions {
+		r.parts = append(r.parts, newPartition(r, uint32(p)))
+	}
+	return r, nil
+}
+
+// SetLeader tells the runtime that this node gained or lost the leadership of partition p.
+// On gaining it, the partition opens once a Barrier has applied every committed entry; on
+// losing it, its activations stop and their held replies fail with ErrUnavailable.
+func (r *Runtime) SetLeader(p uint32, leader bool) { r.parts[p].setLeader(leader) }
+
+// Ready reports whether partition p accepts messages on this node.
+func (r *Runtime) Ready(p uint32) bool {
+	part := r.parts[p]
+	part.mu.Lock()
+	defer part.mu.Unlock()
+	return part.ready
+}
+
+// Call sends req to the actor (kind, id) and waits for its reply, which arrives only after
+// the writes it depends on have committed. The deadline is ctx's, or RequestTimeout from now.
+// Errors: the handler's own error; ErrUnavailable (wrapped) when the partition is not ready
+// here before the deadline or the commit does not finish in time or fails; ErrUnknownKind.
+func (r *Runtime) Call(ctx context.Context, kind, id string, req Request) ([]byte, error) {
+	k, ok := r.kinds[kind]
+	if !ok {
+		return nil, fmt.Errorf("%w: %q", ErrUnknownKind, kind)
+	}
+	deadline, ok := ctx.Deadline()
+	if !ok {
+		deadline = r.opts.Clock().Add(r.opts.RequestTimeout)
+	}
+	timer := time.NewTimer(time.Until(deadline))
+	defer timer.Stop()
+
+	type result struct {
+		body []byte
+		err  error
+	}
+	ch := make(chan result, 1)
+	env := &envelope{req: req, deadline: deadline, done: func(b []byte, err error) { ch <- result{b, err} }}
+	part := r.parts[PartitionOf(kind, id, len(r.parts))]
+	for {
+		wait := part.deliver(k, id, env)
+		if wait == nil {
+			break
+		}
+		select {
+		case <-wait:
+		case <-timer.C:
+			return nil, unavailable("partition %d has no leader on this node", part.id)
+		case <-ctx.Done():
+			return nil, fmt.Errorf("%w: %v", ErrUnavailable, ctx.Err())
+		}
+	}
+	select {
+	case res := <-ch:
+		return res.body, res.err
+	case <-timer.C:
+		return nil, unavailable("commit did not complete before the deadline")
+	case <-ctx.Done():
+		return nil, fmt.Errorf("%w: %v", ErrUnavailable, ctx.Err())
+	}
+}
+
+// Close stops every activation and scheduler. Pending replies fail with ErrUnavailable.
+func (r *Runtime) Close() {
+	for _, p := range r.parts {
+		p.close()
+	}
+}

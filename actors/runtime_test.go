@@ -1,0 +1,357 @@
+package actors_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/shardkeeper/shardkeeper/actors"
+	"github.com/shardkeeper/shardkeeper/test/testkinds"
+)
+
+// N concurrent increments from many goroutines on one actor give exactly N.
+func TestConcurrentIncrementsOnOneActor(t *testing.T) {
+	e := newEnv(t, actors.Options{}, nil, testkinds.Counter())
+	const goroutines, per = 64, 50
+	var wg sync.WaitGroup
+	seen := make([]map[int64]bool, goroutines)
+	for g := range goroutines {
+		seen[g] = map[int64]bool{}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range per {
+				v, _ := strconv.ParseInt(call(t, e.rt, "counter", "hot", "incr", nil), 10, 64)
+				seen[g][v] = true
+			}
+		}()
+	}
+	wg.Wait()
+	if got := call(t, e.rt, "counter", "hot", "get", nil); got != strconv.Itoa(goroutines*per) {
+		t.Fatalf("counter = %s, want %d", got, goroutines*per)
+	}
+	// Every reply is a distinct value: increments were serialized, none lost or doubled.
+	all := map[int64]bool{}
+	for _, s := range seen {
+		for v := range s {
+			if all[v] {
+				t.Fatalf("value %d returned twice", v)
+			}
+			all[v] = true
+		}
+	}
+	if len(all) != goroutines*per {
+		t.Fatalf("%d distinct replies, want %d", len(all), goroutines*per)
+	}
+	// And the writes are durable in storage, not just in the activation.
+	v, ok, err := e.store.Get(actors.PartitionOf("counter", "hot", testPartitions), counterKey("hot"))
+	if err != nil || !ok || string(v) != strconv.Itoa(goroutines*per) {
+		t.Fatalf("stored counter = %q %v %v", v, ok, err)
+	}
+}
+
+// counterKey is the relative state key of the counter's value (layout of actors/keys.go).
+func counterKey(id string) []byte {
+	k := []byte{'a', byte(len("counter"))}
+	k = append(k, "counter"...)
+	k = append(k, byte(len(id)))
+	k = append(k, id...)
+	return append(k, 'n')
+}
+
+// rendezvous is a kind whose "meet" waits until `parties` handlers (of any actors) are
+// inside it at once. If activations were serialized across actors, it could never complete.
+type rendezvous struct {
+	mu      sync.Mutex
+	arrived int
+	all     chan struct{}
+	parties int
+	// inside counts concurrent handlers per actor, to prove one-at-a-time within an actor.
+	inside sync.Map
+}
+
+func (r *rendezvous) kind() actors.Kind {
+	return actors.Kind{Name: "meet", New: func(id string) actors.Handler { return rendezvousHandler{r, id} }}
+}
+
+type rendezvousHandler struct {
+	r  *rendezvous
+	id string
+}
+
+func (h rendezvousHandler) Receive(ctx *actors.Context, req actors.Request) ([]byte, error) {
+	c, _ := h.r.inside.LoadOrStore(h.id, new(atomic.Int32))
+	if n := c.(*atomic.Int32).Add(1); n != 1 {
+		return nil, fmt.Errorf("%d handlers of actor %s ran at once", n, h.id)
+	}
+	defer c.(*atomic.Int32).Add(-1)
+	if req.Method == "touch" {
+		return nil, nil
+	}
+	h.r.mu.Lock()
+	h.r.arrived++
+	if h.r.arrived == h.r.parties {
+		close(h.r.all)
+	}
+	h.r.mu.Unlock()
+	select {
+	case <-h.r.all:
+		return []byte("met"), nil
+	case <-time.After(20 * time.Second):
+		return nil, errors.New("the other actors never ran concurrently with this one")
+	}
+}
+
+// Messages to different actors run in parallel; messages to one actor never do.
+func TestDifferentActorsRunInParallel(t *testing.T) {
+	r := &rendezvous{all: make(chan struct{}), parties: 8}
+	e := newEnv(t, actors.Options{RequestTimeout: 30 * time.Second}, nil, r.kind())
+	var wg sync.WaitGroup
+	errs := make(chan error, 64)
+	for i := range r.parties {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if _, err := e.rt.Call(context.Background(), "meet", fmt.Sprintf("a%d", i), actors.Request{Method: "meet"}); err != nil {
+				errs <- err
+			}
+		}()
+	}
+	// Meanwhile hammer one actor from many goroutines: its handler detects overlap.
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range 50 {
+				if _, err := e.rt.Call(context.Background(), "meet", "single", actors.Request{Method: "touch"}); err != nil {
+					errs <- err
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+}
+
+// Coalescing: with 64 concurrent callers, one Raft command carries many messages.
+func TestWritesCoalesceIntoFewCommands(t *testing.T) {
+	e := newEnv(t, actors.Options{}, nil, testkinds.Counter())
+	const callers, per = 64, 20
+	var wg sync.WaitGroup
+	for range callers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range per {
+				call(t, e.rt, "counter", "c", "incr", nil)
+			}
+		}()
+	}
+	wg.Wait()
+	commands := metric(t, e.reg, "shardkeeper_commit_messages", "count", nil)
+	messages := metric(t, e.reg, "shardkeeper_commit_messages", "sum", nil)
+	if messages != callers*per {
+		t.Fatalf("commands carried %v messages, want %d", messages, callers*per)
+	}
+	if perCmd := messages / commands; perCmd < 4 {
+		t.Fatalf("%.1f messages per command (%v commands): writes were not coalesced", perCmd, commands)
+	}
+	t.Logf("%v messages in %v commands (%.1f per command)", messages, commands, messages/commands)
+}
+
+// The output gate: replies wait for their commit, later messages read uncommitted writes, and
+// a failed commit fails every held reply and discards the uncommitted state.
+func TestOutputGateAndFailedCommit(t *testing.T) {
+	var g *gatedReplicator
+	handled := make(chan struct{}, 16)
+	e := newEnv(t, actors.Options{RequestTimeout: 30 * time.Second},
+		func(m *actors.MemReplicator) actors.Replicator { g = newGated(m); return g }, signalling(testkinds.Counter(), handled))
+
+	// First increment: committed normally.
+	done := make(chan string, 1)
+	go func() { done <- call(t, e.rt, "counter", "x", "incr", nil) }()
+	<-g.proposed
+	select {
+	case v := <-done:
+		t.Fatalf("reply %q released before its commit", v)
+	default:
+	}
+	g.release <- nil
+	if v := <-done; v != "1" {
+		t.Fatalf("first incr = %s", v)
+	}
+	<-handled
+
+	// Second increment is in flight; a third reads its uncommitted value and is held behind it.
+	type res struct {
+		v   string
+		err error
+	}
+	results := make(chan res, 2)
+	incr := func() {
+		b, err := e.rt.Call(context.Background(), "counter", "x", actors.Request{Method: "incr"})
+		results <- res{string(b), err}
+	}
+	go incr()
+	<-g.proposed
+	<-handled
+	go incr()
+	// The third message's writes form the next batch, proposed only after the second commits;
+	// fail the second.
+	<-handled
+	g.release <- errInjected
+	for range 2 {
+		r := <-results
+		if !errors.Is(r.err, actors.ErrUnavailable) {
+			t.Fatalf("held reply after failed commit: %q, %v; want ErrUnavailable", r.v, r.err)
+		}
+	}
+	// The failed writes are gone: the next increment reads committed state (1).
+	go func() { done <- call(t, e.rt, "counter", "x", "incr", nil) }()
+	<-g.proposed
+	g.release <- nil
+	<-handled
+	if v := <-done; v != "2" {
+		t.Fatalf("after failed commit incr = %s, want 2 (uncommitted state must be discarded)", v)
+	}
+	if n := metric(t, e.reg, "shardkeeper_actor_activations_total", "", nil); n != 2 {
+		t.Fatalf("%v activations, want 2 (a failed commit retires the activation)", n)
+	}
+}
+
+// signalling wraps a kind so that each handled message is signalled on ch.
+func signalling(k actors.Kind, ch chan<- struct{}) actors.Kind {
+	inner := k.New
+	k.New = func(id string) actors.Handler { return signaller{inner(id), ch} }
+	return k
+}
+
+type signaller struct {
+	actors.Handler
+	ch chan<- struct{}
+}
+
+func (s signaller) Receive(ctx *actors.Context, req actors.Request) ([]byte, error) {
+	defer func() { s.ch <- struct{}{} }()
+	return s.Handler.Receive(ctx, req)
+}
+
+// A request whose commit cannot finish before its deadline fails with ErrUnavailable.
+func TestDeadlineGivesUnavailable(t *testing.T) {
+	var g *gatedReplicator
+	e := newEnv(t, actors.Options{}, func(m *actors.MemReplicator) actors.Replicator { g = newGated(m); return g },
+		testkinds.Counter())
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	errc := make(chan error, 1)
+	go func() {
+		_, err := e.rt.Call(ctx, "counter", "slow", actors.Request{Method: "incr"})
+		errc <- err
+	}()
+	<-g.proposed
+	if err := <-errc; !errors.Is(err, actors.ErrUnavailable) {
+		t.Fatalf("err = %v, want ErrUnavailable", err)
+	}
+	g.release <- nil // the commit completes late; the state is still consistent
+	if v := call(t, e.rt, "counter", "slow", "get", nil); v != "1" {
+		t.Fatalf("get = %s", v)
+	}
+}
+
+// Handler errors roll back the message's writes; a panic is an error, not a crash.
+func TestHandlerErrorRollsBack(t *testing.T) {
+	k := actors.Kind{Name: "kv", New: func(string) actors.Handler { return kvHandler{} }}
+	e := newEnv(t, actors.Options{}, nil, k)
+	call(t, e.rt, "kv", "a", "put", []byte("k=1"))
+	if _, err := e.rt.Call(context.Background(), "kv", "a", actors.Request{Method: "put-then-fail", Body: []byte("k=2")}); err == nil {
+		t.Fatal("want the handler's error")
+	}
+	if _, err := e.rt.Call(context.Background(), "kv", "a", actors.Request{Method: "panic"}); err == nil {
+		t.Fatal("want an error from a panicking handler")
+	}
+	if v := call(t, e.rt, "kv", "a", "get", []byte("k")); v != "1" {
+		t.Fatalf("k = %q, want 1 (failed message's write must be discarded)", v)
+	}
+}
+
+// Leadership loss fails held replies and stops accepting work until leadership returns.
+func TestLeadershipLoss(t *testing.T) {
+	var g *gatedReplicator
+	e := newEnv(t, actors.Options{RequestTimeout: 300 * time.Millisecond},
+		func(m *actors.MemReplicator) actors.Replicator { g = newGated(m); return g }, testkinds.Counter())
+	p := actors.PartitionOf("counter", "l", testPartitions)
+	errc := make(chan error, 1)
+	go func() {
+		_, err := e.rt.Call(context.Background(), "counter", "l", actors.Request{Method: "incr"})
+		errc <- err
+	}()
+	<-g.proposed
+	e.rt.SetLeader(p, false)
+	if err := <-errc; !errors.Is(err, actors.ErrUnavailable) {
+		t.Fatalf("held reply after leadership loss: %v", err)
+	}
+	go func() { g.release <- errInjected }() // raft fails the entry too
+	if _, err := e.rt.Call(context.Background(), "counter", "l", actors.Request{Method: "get"}); !errors.Is(err, actors.ErrUnavailable) {
+		t.Fatalf("call while not leader: %v, want ErrUnavailable", err)
+	}
+	e.rt.SetLeader(p, true)
+	waitReady(t, e.rt, testPartitions)
+	if v := call(t, e.rt, "counter", "l", "get", nil); v != "0" {
+		t.Fatalf("get = %s, want 0", v)
+	}
+}
+
+// Idle activations passivate, and the next message reloads state from storage.
+func TestPassivation(t *testing.T) {
+	e := newEnv(t, actors.Options{IdleTimeout: 30 * time.Millisecond}, nil, testkinds.Counter())
+	call(t, e.rt, "counter", "p", "incr", nil)
+	eventually(t, 5*time.Second, "passivation", func() bool {
+		return metric(t, e.reg, "shardkeeper_actor_passivations_total", "", nil) == 1
+	})
+	if a := metric(t, e.reg, "shardkeeper_actors_active", "", nil); a != 0 {
+		t.Fatalf("%v active after passivation", a)
+	}
+	if v := call(t, e.rt, "counter", "p", "incr", nil); v != "2" {
+		t.Fatalf("incr after passivation = %s, want 2", v)
+	}
+	if n := metric(t, e.reg, "shardkeeper_actor_activations_total", "", nil); n != 2 {
+		t.Fatalf("%v activations, want 2", n)
+	}
+}
+
+func TestUnknownKind(t *testing.T) {
+	e := newEnv(t, actors.Options{}, nil, testkinds.Counter())
+	if _, err := e.rt.Call(context.Background(), "nope", "x", actors.Request{}); !errors.Is(err, actors.ErrUnknownKind) {
+		t.Fatalf("err = %v", err)
+	}
+}
+
+func TestKindValidation(t *testing.T) {
+	for _, k := range []actors.Kind{
+		{Name: "Bad", New: func(string) actors.Handler { return nil }},
+		{Name: "", New: func(string) actors.Handler { return nil }},
+		{Name: "ok"},
+	} {
+		if _, err := actors.New(actors.Options{Store: nil}, k); err == nil {
+			t.Errorf("kind %+v accepted", k)
+		}
+	}
+}
+
+func decodeFirings(t *testing.T, s string) []testkinds.Firing {
+	t.Helper()
+	var fs []testkinds.Firing
+	if err := json.Unmarshal([]byte(s), &fs); err != nil {
+		t.Fatal(err)
+	}
+	return fs
+}

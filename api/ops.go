@@ -1,0 +1,52 @@
+// Package api holds the HTTP API: handlers, error mapping and the OpenAPI document.
+package api
+
+import (
+	"net/http"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/shardkeeper/shardkeeper/cluster"
+)
+
+// Member is one cluster member as /v1/cluster reports it.
+type Member struct {
+	NodeID   string `json:"node_id"`
+	State    string `json:"state"`
+	HTTPAddr string `json:"http_addr"`
+}
+
+// ClusterView is what the operational endpoints need from the node.
+type ClusterView interface {
+	NodeID() string
+	Members() []Member
+	Partitions() []cluster.PartitionStatus
+	// Ready is nil when this node is a member and every partition has a leader that serves.
+	Ready() error
+}
+
+// ClusterStatus is the body of GET /v1/cluster.
+type ClusterStatus struct {
+	NodeID     string                    `json:"node_id"`
+	Members    []Member                  `json:"members"`
+	Partitions []cluster.PartitionStatus `json:"partitions"`
+}
+
+// RegisterOps adds /healthz, /readyz, /metrics and /v1/cluster to mux.
+func RegisterOps(mux *http.ServeMux, view ClusterView, gatherer prometheus.Gatherer) {
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		WriteJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+	})
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
+		if err := view.Ready(); err != nil {
+			WriteError(w, &Error{Status: http.StatusServiceUnavailable, Code: "unavailable",
+				Message: err.Error(), RetryAfter: retryAfterUnavailable})
+			return
+		}
+		WriteJSON(w, http.StatusOK, map[string]string{"status": "ready"})
+	})
+	mux.Handle("GET /metrics", promhttp.HandlerFor(gatherer, promhttp.HandlerOpts{}))
+	mux.HandleFunc("GET /v1/cluster", func(w http.ResponseWriter, _ *http.Request) {
+		WriteJSON(w, http.StatusOK, ClusterStatus{NodeID: view.NodeID(), Members: view.Members(), Partitions: view.Partitions()})
+	})
+}

@@ -1,0 +1,254 @@
+// Package cluster holds consensus and placement: the multi-Raft host that runs one
+// hashicorp/raft group per partition over a shared transport, and (as the cluster grows)
+// membership, placement and routing.
+package cluster
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/raft"
+	"github.com/shardkeeper/shardkeeper/persistence"
+)
+
+// HostConfig configures a Host.
+type HostConfig struct {
+	NodeID   string
+	RaftAddr string // listen address of the shared Raft transport
+	// Advertise is the Raft address other nodes dial; RaftAddr's bound address if empty.
+	Advertise  string
+	Partitions int
+	// SnapshotDir holds each partition's Raft snapshots (one subdirectory per partition).
+	SnapshotDir string
+	Store       *persistence.Store
+
+	HeartbeatTimeout  time.Duration
+	ElectionTimeout   time.Duration
+	SnapshotThreshold uint64
+
+	// Bootstrap, when non-empty, is the initial configuration of every partition that has
+	// no Raft state yet. A node that already has state ignores it (raft recovers its own).
+	Bootstrap []raft.Server
+
+	// OnLeadership is called, in order per partition and from one goroutine per partition,
+	// each time this node gains or loses a partition's leadership.
+	OnLeadership func(p uint32, leader bool)
+
+	Logger   *slog.Logger
+	LogLevel slog.Level
+}
+
+// Host runs this node's Raft groups, one per partition, all sharing one Store and one
+// listener. Propose, Barrier, LastTime and Status are safe for concurrent use.
+type Host struct {
+	cfg    HostConfig
+	mux    *Mux
+	groups []*group
+	stop   chan struct{}
+	wg     sync.WaitGroup
+}
+
+// group is one partition's Raft instance on this node.
+type group struct {
+	p      uint32
+	raft   *raft.Raft
+	fsm    *persistence.FSM
+	trans  *raft.NetworkTransport
+	notify chan bool
+}
+
+// NewHost opens every partition's Raft group. It refuses to start when the Store was
+// bootstrapped with a different partition count.
+func NewHost(cfg HostConfig) (*Host, error) {
+	if err := cfg.Store.EnsurePartitions(cfg.Partitions); err != nil {
+		return nil, err
+	}
+	mux, err := ListenMux(cfg.RaftAddr, cfg.Logger)
+	if err != nil {
+		return nil, err
+	}
+	advertise := mux.Addr()
+	if cfg.Advertise != "" {
+		if advertise, err = net.ResolveTCPAddr("tcp", cfg.Advertise); err != nil {
+			mux.Close()
+			return nil, fmt.Errorf("raft advertise address: %w", err)
+		}
+	}
+	h := &Host{cfg: cfg, mux: mux, stop: make(chan struct{})}
+	hlog := hclog.New(&hclog.LoggerOptions{
+		Name: "raft", Output: os.Stderr, JSONFormat: true, Level: hclogLevel(cfg.LogLevel),
+	})
+	for p := range uint32(cfg.Partitions) {
+		g, err := h.openGroup(p, advertise, hlog.With("partition", p))
+		if err != nil {
+			h.Close()
+			return nil, err
+		}
+		h.groups = append(h.groups, g)
+	}
+	for _, g := range h.groups {
+		h.wg.Add(1)
+		go h.watchLeadership(g)
+	}
+	return h, nil
+}
+
+func (h *Host) openGroup(p uint32, advertise net.Addr, hlog hclog.Logger) (*group, error) {
+	fsm, err := h.cfg.Store.FSM(p)
+	if err != nil {
+		return nil, err
+	}
+	logs, stable := h.cfg.Store.LogStore(p), h.cfg.Store.StableStore(p)
+	snaps, err := raft.NewFileSnapshotStoreWithLogger(filepath.Join(h.cfg.SnapshotDir, fmt.Sprintf("p%04d", p)), 2, hlog)
+	if err != nil {
+		return nil, fmt.Errorf("partition %d snapshot store: %w", p, err)
+	}
+	trans := raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
+		Stream: h.mux.Layer(p, advertise), MaxPool: 3, Timeout: 10 * time.Second, Logger: hlog,
+	})
+	rc := raft.DefaultConfig()
+	rc.LocalID = raft.ServerID(h.cfg.NodeID)
+	rc.Logger = hlog
+	rc.HeartbeatTimeout = h.cfg.HeartbeatTimeout
+	rc.ElectionTimeout = h.cfg.ElectionTimeout
+	rc.LeaderLeaseTimeout = h.cfg.HeartbeatTimeout / 2
+	rc.SnapshotThreshold = h.cfg.SnapshotThreshold
+	rc.NoSnapshotRestoreOnStart = true // the FSM's state is already in Pebble
+	rc.BatchApplyCh = true
+	rc.MaxAppendEntries = 256
+	g := &group{p: p, fsm: fsm, trans: trans, notify: make(chan bool, 16)}
+	rc.NotifyCh = g.notify
+
+	has, err := raft.HasExistingState(logs, stable, snaps)
+	if err != nil {
+		trans.Close()
+		return nil, fmt.Errorf("partition %d: %w", p, err)
+	}
+	if !has && len(h.cfg.Bootstrap) > 0 {
+		if err := raft.BootstrapCluster(rc, logs, stable, snaps, trans, raft.Configuration{Servers: h.cfg.Bootstrap}); err != nil {
+			trans.Close()
+			return nil, fmt.Errorf("bootstrap partition %d: %w", p, err)
+		}
+	}
+	if g.raft, err = raft.NewRaft(rc, fsm, logs, stable, snaps, trans); err != nil {
+		trans.Close()
+		return nil, fmt.Errorf("start raft of partition %d: %w", p, err)
+	}
+	return g, nil
+}
+
+func (h *Host) watchLeadership(g *group) {
+	defer h.wg.Done()
+	for {
+		select {
+		case leader := <-g.notify:
+			if h.cfg.OnLeadership != nil {
+				h.cfg.OnLeadership(g.p, leader)
+			}
+		case <-h.stop:
+			return
+		}
+	}
+}
+
+// Partitions is P.
+func (h *Host) Partitions() int { return len(h.groups) }
+
+// applyFuture turns an FSM error response into the future's error.
+type applyFuture struct{ f raft.ApplyFuture }
+
+func (a applyFuture) Error() error {
+	if err := a.f.Error(); err != nil {
+		return err
+	}
+	if err, ok := a.f.Response().(error); ok {
+		return err
+	}
+	return nil
+}
+
+// Propose appends an encoded command to partition p's log (see actors.Replicator).
+func (h *Host) Propose(p uint32, cmd []byte) interface{ Error() error } {
+	return applyFuture{h.groups[p].raft.Apply(cmd, 0)}
+}
+
+// Barrier waits until every entry committed in partition p is applied locally.
+func (h *Host) Barrier(p uint32, timeout time.Duration) error {
+	return h.groups[p].raft.Barrier(timeout).Error()
+}
+
+// LastTime is the greatest command time applied in partition p.
+func (h *Host) LastTime(p uint32) int64 { return h.groups[p].fsm.LastTime() }
+
+// PartitionStatus describes one partition as this node sees it.
+type PartitionStatus struct {
+	ID           uint32   `json:"id"`
+	Leader       string   `json:"leader"`
+	Replicas     []string `json:"replicas"`
+	AppliedIndex uint64   `json:"applied_index"`
+}
+
+// Status reports every partition's leader, replicas and applied index.
+func (h *Host) Status() []PartitionStatus {
+	out := make([]PartitionStatus, len(h.groups))
+	for i, g := range h.groups {
+		_, leader := g.raft.LeaderWithID()
+		st := PartitionStatus{ID: g.p, Leader: string(leader), Replicas: []string{}, AppliedIndex: g.fsm.AppliedIndex()}
+		if f := g.raft.GetConfiguration(); f.Error() == nil {
+			for _, s := range f.Configuration().Servers {
+				st.Replicas = append(st.Replicas, string(s.ID))
+			}
+		}
+		out[i] = st
+	}
+	return out
+}
+
+// Close shuts every group down (leadership is not handed over; see LeaveGracefully).
+func (h *Host) Close() error {
+	select {
+	case <-h.stop:
+		return nil
+	default:
+		close(h.stop)
+	}
+	var mu sync.Mutex
+	var errs []error
+	var wg sync.WaitGroup
+	for _, g := range h.groups {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := g.raft.Shutdown().Error(); err != nil {
+				mu.Lock()
+				errs = append(errs, fmt.Errorf("partition %d: %w", g.p, err))
+				mu.Unlock()
+			}
+			_ = g.trans.Close()
+		}()
+	}
+	wg.Wait()
+	h.wg.Wait()
+	errs = append(errs, h.mux.Close())
+	return errors.Join(errs...)
+}
+
+func hclogLevel(l slog.Level) hclog.Level {
+	switch {
+	case l <= slog.LevelDebug:
+		return hclog.Debug
+	case l <= slog.LevelInfo:
+		return hclog.Info
+	case l <= slog.LevelWarn:
+		return hclog.Warn
+	default:
+		return hclog.Error
+	}
+}

@@ -1,0 +1,98 @@
+package persistence
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+)
+
+// Key layout. Every key a node stores lives in one Pebble DB:
+//
+//	'n' <name>                         node metadata (e.g. the partition count P)
+//	'p' <partition u32> 'R' 'l' <index u64>   Raft log entry
+//	'p' <partition u32> 'R' 's' <key>         Raft stable store
+//	'p' <partition u32> 'm' <name>            FSM metadata (applied index, command time)
+//	'p' <partition u32> 's' <state key>       replicated state, laid out by the actors package
+//
+// Integers are big-endian so that byte order is numeric order. A partition's snapshot covers
+// exactly its 'm' and 's' sections; the Raft sections are local to each replica and are never
+// part of a snapshot. Snapshots cover the byte range ['m', 't'), so no other section may sort
+// between 'm' and 's' (the Raft section is 'R', which sorts before both).
+const (
+	prefixNode      = 'n'
+	prefixPartition = 'p'
+
+	sectionRaft  = 'R'
+	sectionMeta  = 'm'
+	sectionState = 's'
+
+	raftLog    = 'l'
+	raftStable = 's'
+)
+
+var (
+	metaApplied = []byte("applied")
+	metaTime    = []byte("time")
+	nodeParts   = []byte("partitions")
+)
+
+func partitionPrefix(p uint32, section byte) []byte {
+	k := make([]byte, 0, 16)
+	k = append(k, prefixPartition)
+	k = binary.BigEndian.AppendUint32(k, p)
+	return append(k, section)
+}
+
+func nodeKey(name []byte) []byte { return append([]byte{prefixNode}, name...) }
+
+func logKey(p uint32, index uint64) []byte {
+	k := append(partitionPrefix(p, sectionRaft), raftLog)
+	return binary.BigEndian.AppendUint64(k, index)
+}
+
+func stableKey(p uint32, key []byte) []byte {
+	return append(append(partitionPrefix(p, sectionRaft), raftStable), key...)
+}
+
+func metaKey(p uint32, name []byte) []byte { return append(partitionPrefix(p, sectionMeta), name...) }
+
+// StateKey returns the Pebble key of the relative state key k in partition p.
+func StateKey(p uint32, k []byte) []byte { return append(partitionPrefix(p, sectionState), k...) }
+
+// snapshotBounds returns [lower, upper) covering the 'm' and 's' sections of partition p.
+// The Raft section 'R' sorts before 'm', so it is outside.
+func snapshotBounds(p uint32) (lower, upper []byte) {
+	return partitionPrefix(p, sectionMeta), partitionPrefix(p, sectionState+1)
+}
+
+// PrefixEnd returns the smallest key greater than every key with the given prefix, or nil
+// when there is none (the prefix is all 0xff).
+func PrefixEnd(prefix []byte) []byte {
+	end := append([]byte(nil), prefix...)
+	for i := len(end) - 1; i >= 0; i-- {
+		end[i]++
+		if end[i] != 0 {
+			return end[:i+1]
+		}
+	}
+	return nil
+}
+
+// AppendComponent appends a length-prefixed component (uvarint length, then the bytes), so
+// that keys built from several components are unambiguous whatever bytes they hold.
+func AppendComponent(dst, c []byte) []byte {
+	dst = binary.AppendUvarint(dst, uint64(len(c)))
+	return append(dst, c...)
+}
+
+// ErrBadComponent reports a key that does not hold a well-formed length-prefixed component.
+var ErrBadComponent = errors.New("malformed key component")
+
+// ReadComponent reads one component written by AppendComponent and returns it and the rest.
+func ReadComponent(b []byte) (c, rest []byte, err error) {
+	n, w := binary.Uvarint(b)
+	if w <= 0 || uint64(len(b)-w) < n {
+		return nil, nil, fmt.Errorf("%w: %x", ErrBadComponent, b)
+	}
+	return b[w : w+int(n)], b[w+int(n):], nil
+}

@@ -1,0 +1,321 @@
+// Package proc runs shardkeeper nodes as separate processes for multi-process tests (crash,
+// chaos). A node runs in its own process because protoactor's remote sets process-wide state,
+// and because the faults these tests inject — SIGKILL, restart on the same data directory — only
+// mean something for a real process.
+//
+// The contract:
+//
+//   - Build compiles a main package of the module once per test binary run and returns the path
+//     of the binary; Cleanup (from TestMain, after m.Run) removes every binary built.
+//   - FreeAddr picks a free loopback address by listening on 127.0.0.1:0 and closing again. The
+//     port is free when picked, not reserved: another process may take it before the node
+//     binds, which then fails to start (and the test fails, with the node's log).
+//   - Start launches a node with fresh ports and the given flags and returns at once; WaitReady
+//     polls GET /readyz until 200 (a condition with a deadline, never a fixed sleep). StartReady
+//     does both.
+//   - Kill sends SIGKILL and waits for the exit; Term sends SIGTERM and waits (up to a deadline)
+//     and returns the exit code; Wait waits for an exit the process makes on its own. Restart
+//     starts the same binary again with the same arguments, ports and data directory.
+//   - The process's stdout and stderr go to one log file in a test temp directory; every start
+//     appends a header line. Output returns what the current run wrote. When the test fails,
+//     the tail of the log is printed by a t.Cleanup, and any process still running is killed.
+//
+// Every method must be called from the test goroutine (they may call t.Fatal).
+package proc
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+var (
+	buildMu  sync.Mutex
+	buildDir string
+	built    = map[string]string{} // package path → binary
+)
+
+// Build compiles the main package pkg, given relative to the module root (for example
+// "./test/testnode" or "./cmd/shardkeeper"), and returns the binary's path. The module root
+// is the directory of `go env GOMOD`. Each package is built at most once per test binary run;
+// a build failure fails t with the compiler's output.
+func Build(t testing.TB, pkg string) string {
+	t.Helper()
+	buildMu.Lock()
+	defer buildMu.Unlock()
+	if bin, ok := built[pkg]; ok {
+		return bin
+	}
+	out, err := exec.Command("go", "env", "GOMOD").Output()
+	gomod := strings.TrimSpace(string(out))
+	if err != nil || gomod == "" || gomod == os.DevNull {
+		t.Fatalf("proc.Build: no module found (go env GOMOD = %q): %v", gomod, err)
+	}
+	if buildDir == "" {
+		if buildDir, err = os.MkdirTemp("", "shardkeeper-proc-"); err != nil {
+			t.Fatalf("proc.Build: %v", err)
+		}
+	}
+	bin := filepath.Join(buildDir, strings.NewReplacer("/", "_", ".", "_").Replace(pkg))
+	start := time.Now()
+	cmd := exec.Command("go", "build", "-o", bin, pkg)
+	cmd.Dir = filepath.Dir(gomod)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("proc.Build: go build %s: %v\n%s", pkg, err, out)
+	}
+	t.Logf("proc.Build: built %s in %s", pkg, time.Since(start).Round(time.Millisecond))
+	built[pkg] = bin
+	return bin
+}
+
+// Cleanup removes the binaries made by Build. Call it from TestMain after m.Run.
+func Cleanup() {
+	buildMu.Lock()
+	defer buildMu.Unlock()
+	if buildDir != "" {
+		os.RemoveAll(buildDir)
+		buildDir, built = "", map[string]string{}
+	}
+}
+
+// FreeAddr returns a loopback host:port that was free a moment ago.
+func FreeAddr(t testing.TB) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatalf("proc.FreeAddr: %v", err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// Config describes a node to start.
+type Config struct {
+	// Bin is the binary, usually from Build.
+	Bin string
+	// Command are the arguments before the flags, e.g. []string{"serve"} for cmd/shardkeeper;
+	// empty for test/testnode.
+	Command []string
+	// NodeID is --node-id; default "n1".
+	NodeID string
+	// DataDir is --data-dir; default a new t.TempDir().
+	DataDir string
+	// Flags are appended after the flags proc sets (--node-id, --data-dir and the four
+	// addresses), so they may override them.
+	Flags []string
+}
+
+// Node is one node process: its addresses, data directory and log. Its fields are read-only.
+type Node struct {
+	// Config is the configuration the node was started with, defaults filled in.
+	Config Config
+	// HTTPAddr, RaftAddr, GossipAddr and RemoteAddr are the node's loopback addresses; they
+	// stay the same across restarts.
+	HTTPAddr, RaftAddr, GossipAddr, RemoteAddr string
+	// LogPath is the file that receives the stdout and stderr of every run.
+	LogPath string
+
+	t        testing.TB
+	args     []string
+	cmd      *exec.Cmd
+	exited   chan struct{} // closed when the current process has exited
+	logStart int64         // offset in the log where the current run begins
+	runs     int
+}
+
+// Start launches a node and returns without waiting for it to be ready.
+func Start(t testing.TB, cfg Config) *Node {
+	t.Helper()
+	if cfg.NodeID == "" {
+		cfg.NodeID = "n1"
+	}
+	if cfg.DataDir == "" {
+		cfg.DataDir = t.TempDir()
+	}
+	n := &Node{t: t, Config: cfg, LogPath: filepath.Join(t.TempDir(), cfg.NodeID+".log"),
+		HTTPAddr: FreeAddr(t), RaftAddr: FreeAddr(t), GossipAddr: FreeAddr(t), RemoteAddr: FreeAddr(t)}
+	n.args = append(append([]string(nil), cfg.Command...),
+		"--node-id", cfg.NodeID, "--data-dir", cfg.DataDir, "--http-addr", n.HTTPAddr,
+		"--raft-addr", n.RaftAddr, "--gossip-addr", n.GossipAddr, "--remote-addr", n.RemoteAddr)
+	n.args = append(n.args, cfg.Flags...)
+	// Registered after the temp dirs above, so it runs before they are removed.
+	t.Cleanup(func() {
+		if n.running() {
+			n.cmd.Process.Kill()
+			<-n.exited
+		}
+		if t.Failed() {
+			t.Logf("proc: tail of %s log (%s):\n%s", cfg.NodeID, n.LogPath, n.tail(100))
+		}
+	})
+	n.start()
+	return n
+}
+
+// StartReady is Start followed by WaitReady(30s).
+func StartReady(t testing.TB, cfg Config) *Node {
+	t.Helper()
+	n := Start(t, cfg)
+	n.WaitReady(30 * time.Second)
+	return n
+}
+
+func (n *Node) start() {
+	n.t.Helper()
+	if n.running() {
+		n.t.Fatalf("proc: %s started while still running", n.Config.NodeID)
+	}
+	f, err := os.OpenFile(n.LogPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		n.t.Fatalf("proc: log: %v", err)
+	}
+	defer f.Close()
+	n.runs++
+	fmt.Fprintf(f, "=== proc: run %d at %s: %s %s\n", n.runs, time.Now().Format(time.RFC3339Nano),
+		n.Config.Bin, strings.Join(n.args, " "))
+	if n.logStart, err = f.Seek(0, io.SeekEnd); err != nil {
+		n.t.Fatalf("proc: log: %v", err)
+	}
+	cmd := exec.Command(n.Config.Bin, n.args...)
+	cmd.Stdout, cmd.Stderr = f, f
+	if err := cmd.Start(); err != nil {
+		n.t.Fatalf("proc: start %s: %v", n.Config.NodeID, err)
+	}
+	n.cmd, n.exited = cmd, make(chan struct{})
+	go func(done chan struct{}) { _ = cmd.Wait(); close(done) }(n.exited)
+}
+
+func (n *Node) running() bool {
+	if n.exited == nil {
+		return false
+	}
+	select {
+	case <-n.exited:
+		return false
+	default:
+		return true
+	}
+}
+
+// URL is the node's HTTP API address followed by path (which starts with "/").
+func (n *Node) URL(path string) string { return "http://" + n.HTTPAddr + path }
+
+// WaitReady polls GET /readyz until it answers 200. It fails the test if the process exits
+// first or the timeout passes.
+func (n *Node) WaitReady(timeout time.Duration) {
+	n.t.Helper()
+	start := time.Now()
+	deadline := start.Add(timeout)
+	client := &http.Client{Timeout: time.Second}
+	last := "no answer"
+	for {
+		select {
+		case <-n.exited:
+			n.t.Fatalf("proc: %s exited with code %d before it was ready", n.Config.NodeID, n.cmd.ProcessState.ExitCode())
+		default:
+		}
+		resp, err := client.Get(n.URL("/readyz"))
+		if err == nil {
+			var b bytes.Buffer
+			_, _ = b.ReadFrom(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				n.t.Logf("proc: %s ready after %s", n.Config.NodeID, time.Since(start).Round(time.Millisecond))
+				return
+			}
+			last = fmt.Sprintf("%s: %s", resp.Status, strings.TrimSpace(b.String()))
+		} else {
+			last = err.Error()
+		}
+		if time.Now().After(deadline) {
+			n.t.Fatalf("proc: %s not ready after %s; last /readyz: %s", n.Config.NodeID, timeout, last)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// Kill sends SIGKILL and waits for the process to be gone.
+func (n *Node) Kill() {
+	n.t.Helper()
+	if !n.running() {
+		n.t.Fatalf("proc: Kill: %s is not running", n.Config.NodeID)
+	}
+	_ = n.cmd.Process.Kill()
+	<-n.exited
+}
+
+// Term sends SIGTERM, waits up to 30 s for the process to exit, and returns its exit code
+// (-1 if a signal ended it). If it does not exit in time it is killed and the test fails.
+func (n *Node) Term() int {
+	n.t.Helper()
+	if !n.running() {
+		n.t.Fatalf("proc: Term: %s is not running", n.Config.NodeID)
+	}
+	_ = n.cmd.Process.Signal(syscall.SIGTERM)
+	code, ok := n.Wait(30 * time.Second)
+	if !ok {
+		n.Kill()
+		n.t.Fatalf("proc: %s did not exit within 30s of SIGTERM", n.Config.NodeID)
+	}
+	return code
+}
+
+// Wait waits up to timeout for the process to exit on its own and returns its exit code and
+// true, or false if it is still running.
+func (n *Node) Wait(timeout time.Duration) (code int, exited bool) {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	select {
+	case <-n.exited:
+		return n.cmd.ProcessState.ExitCode(), true
+	case <-ctx.Done():
+		return 0, false
+	}
+}
+
+// Restart starts the node again, with the same binary, arguments, ports and data directory,
+// after Kill, Term or an exit of its own. It does not wait for readiness.
+func (n *Node) Restart() {
+	n.t.Helper()
+	n.start()
+}
+
+// RestartReady is Restart followed by WaitReady(30s).
+func (n *Node) RestartReady() {
+	n.t.Helper()
+	n.Restart()
+	n.WaitReady(30 * time.Second)
+}
+
+// Output is what the current (or last) run of the process wrote to stdout and stderr so far.
+func (n *Node) Output() string {
+	b, err := os.ReadFile(n.LogPath)
+	if err != nil || int64(len(b)) < n.logStart {
+		return ""
+	}
+	return string(b[n.logStart:])
+}
+
+// tail is the last lines of the whole log.
+func (n *Node) tail(lines int) string {
+	b, err := os.ReadFile(n.LogPath)
+	if err != nil {
+		return err.Error()
+	}
+	s := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	if len(s) > lines {
+		s = s[len(s)-lines:]
+	}
+	return strings.Join(s, "\n")
+}
