@@ -32,7 +32,7 @@ fuzz:
 	$(GO) test -run='^$$' -fuzz=FuzzDecodeCommand -fuzztime=$(FUZZTIME) ./persistence
 
 lint:
-	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
+	@out=$$(gofmt -l .); \
 	  if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
 	$(STATICCHECK) ./...

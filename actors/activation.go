@@ -1,6 +1,7 @@
 package actors
 
 import (
+	"errors"
 	"fmt"
 	"runtime/debug"
 	"sync/atomic"
@@ -142,7 +143,8 @@ func (a *activation) handleRequest(m *envelope) {
 	}
 	ctx := a.newContext()
 	reply, err := a.invoke(func() ([]byte, error) { return a.handler.Receive(ctx, m.req) })
-	if err != nil {
+	var outcome *Error
+	if err != nil && !errors.As(err, &outcome) {
 		ctx.rollback()
 	}
 	a.stage(ctx, func(cerr error) {

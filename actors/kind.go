@@ -22,7 +22,8 @@ type Request struct {
 // failure: what a Handler caches must be derivable from its storage.
 type Handler interface {
 	// Receive handles one message. Writes made through ctx are committed with the message
-	// when Receive returns a nil error, and discarded otherwise. The reply (or error) is
+	// when Receive returns a nil error or an *Error (a domain outcome), and discarded for any
+	// other error. The reply (or error) is
 	// delivered only after every write it may depend on has committed (the output gate).
 	Receive(ctx *Context, req Request) ([]byte, error)
 }

@@ -21,6 +21,10 @@ type kvHandler struct{}
 
 func (kvHandler) Receive(ctx *actors.Context, req actors.Request) ([]byte, error) {
 	switch req.Method {
+	case "put-then-reject":
+		k, v, _ := bytes.Cut(req.Body, []byte("="))
+		ctx.Put(k, v)
+		return nil, actors.Errorf("rejected", "kept the write")
 	case "put", "put-then-fail":
 		k, v, _ := bytes.Cut(req.Body, []byte("="))
 		ctx.Put(k, v)

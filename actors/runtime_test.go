@@ -281,6 +281,15 @@ func TestHandlerErrorRollsBack(t *testing.T) {
 	if v := call(t, e.rt, "kv", "a", "get", []byte("k")); v != "1" {
 		t.Fatalf("k = %q, want 1 (failed message's write must be discarded)", v)
 	}
+	// A domain outcome (*actors.Error) is the reply, and the message's writes commit.
+	_, err := e.rt.Call(context.Background(), "kv", "a", actors.Request{Method: "put-then-reject", Body: []byte("k=3")})
+	var outcome *actors.Error
+	if !errors.As(err, &outcome) || outcome.Code != "rejected" {
+		t.Fatalf("err = %v, want the *actors.Error", err)
+	}
+	if v := call(t, e.rt, "kv", "a", "get", []byte("k")); v != "3" {
+		t.Fatalf("k = %q, want 3 (an *actors.Error keeps the message's writes)", v)
+	}
 }
 
 // Leadership loss fails held replies and stops accepting work until leadership returns.

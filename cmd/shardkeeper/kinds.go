@@ -4,12 +4,14 @@ import (
 	"net/http"
 
 	"github.com/shardkeeper/shardkeeper/actors"
+	"github.com/shardkeeper/shardkeeper/api"
 	"github.com/shardkeeper/shardkeeper/config"
 )
 
-// Kinds are the actor kinds this binary serves. The domain kinds (device registry, server
-// registry, nonce oracle) arrive with their own packages under actors/.
-func Kinds(config.Config) []actors.Kind { return nil }
+// Kinds are the actor kinds this binary serves.
+func Kinds(cfg config.Config) []actors.Kind { return api.Kinds(cfg) }
 
 // Routes registers the HTTP API of the kinds.
-func Routes(config.Config) func(*http.ServeMux, *actors.Runtime) { return nil }
+func Routes(cfg config.Config) func(*http.ServeMux, *actors.Runtime) {
+	return func(mux *http.ServeMux, rt *actors.Runtime) { api.Register(mux, rt, cfg) }
+}

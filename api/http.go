@@ -1,0 +1,116 @@
+package api
+
+import (
+	"bytes"
+	"context"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/shardkeeper/shardkeeper/actors"
+)
+
+// MaxBody is the largest request body accepted (413 body_too_large beyond it).
+const MaxBody = 64 << 10
+
+// Identifier patterns of the contract.
+var (
+	deviceIDPattern = regexp.MustCompile(`^[A-Za-z0-9_-]{1,128}$`)
+	nameIDPattern   = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`) // server_id, registry, org_id
+	noncePattern    = regexp.MustCompile(`^[A-Za-z0-9_-]{1,128}$`)
+)
+
+// ValidDeviceID, ValidName (server ids, registry names, org ids) and ValidNonce report whether
+// s is well formed.
+func ValidDeviceID(s string) bool { return deviceIDPattern.MatchString(s) }
+func ValidName(s string) bool     { return nameIDPattern.MatchString(s) }
+func ValidNonce(s string) bool    { return noncePattern.MatchString(s) }
+
+// InvalidID is the error for a malformed identifier.
+func InvalidID(field, value string) *Error {
+	return Errorf(http.StatusBadRequest, "invalid_id", "%s %q is not a valid identifier", field, value)
+}
+
+// DecodeJSON reads r's body into dst: at most MaxBody bytes (413 body_too_large), one JSON
+// value, no unknown fields (400 invalid_request). Required-field checks are the caller's.
+func DecodeJSON(r *http.Request, dst any) *Error {
+	body, err := io.ReadAll(io.LimitReader(r.Body, MaxBody+1))
+	if err != nil {
+		return Errorf(http.StatusBadRequest, "invalid_request", "read body: %v", err)
+	}
+	if len(body) > MaxBody {
+		return Errorf(http.StatusRequestEntityTooLarge, "body_too_large", "request body exceeds %d bytes", MaxBody)
+	}
+	return DecodeBytes(body, dst)
+}
+
+// DecodeBytes decodes one JSON value from body into dst, rejecting unknown fields and
+// trailing data.
+func DecodeBytes(body []byte, dst any) *Error {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(dst); err != nil {
+		return Errorf(http.StatusBadRequest, "invalid_request", "malformed JSON body: %v", err)
+	}
+	if dec.More() {
+		return Errorf(http.StatusBadRequest, "invalid_request", "trailing data after the JSON body")
+	}
+	var extra json.RawMessage
+	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
+		return Errorf(http.StatusBadRequest, "invalid_request", "trailing data after the JSON body")
+	}
+	return nil
+}
+
+// Missing is the error for a required field that is absent or empty.
+func Missing(field string) *Error {
+	return Errorf(http.StatusBadRequest, "invalid_request", "missing required field %q", field)
+}
+
+// Admin wraps h so that it requires the admin token: with no token configured admin
+// endpoints are disabled (403 admin_disabled); a wrong or missing token is 401 unauthorized.
+// The comparison takes constant time.
+func Admin(token string, h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if token == "" {
+			WriteAPIError(w, Errorf(http.StatusForbidden, "admin_disabled", "admin endpoints are disabled: no admin token is configured"))
+			return
+		}
+		got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		if !ok || subtle.ConstantTimeCompare([]byte(got), []byte(token)) != 1 {
+			WriteAPIError(w, Errorf(http.StatusUnauthorized, "unauthorized", "missing or wrong admin token"))
+			return
+		}
+		h(w, r)
+	}
+}
+
+// Caller sends requests to actors: the actor runtime on this node (and, with clustering,
+// the router that forwards to the partition's leader).
+type Caller interface {
+	Call(ctx context.Context, kind, id string, req actors.Request) ([]byte, error)
+}
+
+// CallJSON marshals in as the request body, calls the actor with the request deadline and
+// unmarshals the reply into out (when out is non-nil).
+func CallJSON(ctx context.Context, c Caller, timeout time.Duration, kind, id, method string, in, out any) error {
+	body, err := json.Marshal(in)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	reply, err := c.Call(ctx, kind, id, actors.Request{Method: method, Body: body})
+	if err != nil {
+		return err
+	}
+	if out == nil {
+		return nil
+	}
+	return json.Unmarshal(reply, out)
+}

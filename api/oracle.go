@@ -1,0 +1,5 @@
+package api
+
+import "net/http"
+
+func (s *Server) registerOracle(mux *http.ServeMux) {}
