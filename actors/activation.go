@@ -119,10 +119,10 @@ func (a *activation) dequeued() {
 // usable reports why the activation may not run a message, or nil.
 func (a *activation) usable() error {
 	if a.retired {
-		return unavailable("actor %s/%s is restarting after a failed commit", a.kind.Name, a.id)
+		return Unavailable("actor %s/%s is restarting after a failed commit", a.kind.Name, a.id)
 	}
 	if a.part.currentEpoch() != a.epoch {
-		return unavailable("partition %d is no longer led by this node", a.part.id)
+		return Unavailable("partition %d is no longer led by this node", a.part.id)
 	}
 	return nil
 }
@@ -138,7 +138,7 @@ func (a *activation) handleRequest(m *envelope) {
 	}
 	if !a.rt.opts.Clock().Before(m.deadline) {
 		// Nobody waits for the answer any more; not running it keeps the outcome certain.
-		m.done(nil, unavailable("request deadline passed while queued"))
+		m.done(nil, Unavailable("request deadline passed while queued"))
 		return
 	}
 	ctx := a.newContext()
@@ -231,7 +231,7 @@ func (a *activation) committed(c actor.Context, m *commitDone) {
 		return // the activation already failed this batch when it retired
 	}
 	if m.err != nil {
-		a.fail(c, unavailable("commit failed: %v", m.err))
+		a.fail(c, Unavailable("commit failed: %v", m.err))
 		return
 	}
 	a.inflight = nil

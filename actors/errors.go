@@ -15,7 +15,8 @@ var (
 	ErrUnknownKind = errors.New("unknown actor kind")
 )
 
-func unavailable(format string, args ...any) error {
+// Unavailable builds an error wrapping ErrUnavailable.
+func Unavailable(format string, args ...any) error {
 	return fmt.Errorf("%w: %s", ErrUnavailable, fmt.Sprintf(format, args...))
 }
 

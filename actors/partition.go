@@ -144,7 +144,7 @@ func (p *partition) unready() (map[actKey]*actRef, *scheduler) {
 
 func (p *partition) stopAll(acts map[actKey]*actRef, sched *scheduler) {
 	for _, ref := range acts {
-		p.rt.system.Root.Send(ref.pid, &retire{reason: unavailable("partition %d lost its leader on this node", p.id)})
+		p.rt.system.Root.Send(ref.pid, &retire{reason: Unavailable("partition %d lost its leader on this node", p.id)})
 	}
 	if sched != nil {
 		sched.close()

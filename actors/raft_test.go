@@ -39,7 +39,7 @@ func startRaftEnv(t testing.TB, dir string, kinds ...actors.Kind) *raftEnv {
 		t.Fatal(err)
 	}
 	host, err = cluster.NewHost(cluster.HostConfig{
-		NodeID: "n1", RaftAddr: "127.0.0.1:0", Partitions: testPartitions, SnapshotDir: dir + "/snapshots",
+		ServerID: "n1", RaftAddr: "127.0.0.1:0", Partitions: testPartitions, SnapshotDir: dir + "/snapshots",
 		Store: store, HeartbeatTimeout: 100 * time.Millisecond, ElectionTimeout: 100 * time.Millisecond,
 		SnapshotThreshold: 1024, Bootstrap: []raft.Server{{ID: "n1", Address: "127.0.0.1:1"}},
 		OnLeadership: e.rt.SetLeader, Logger: quietLogger(), LogLevel: 8,

@@ -145,7 +145,7 @@ func (r *Runtime) Call(ctx context.Context, kind, id string, req Request) ([]byt
 		select {
 		case <-wait:
 		case <-timer.C:
-			return nil, unavailable("partition %d has no leader on this node", part.id)
+			return nil, Unavailable("partition %d has no leader on this node", part.id)
 		case <-ctx.Done():
 			return nil, fmt.Errorf("%w: %v", ErrUnavailable, ctx.Err())
 		}
@@ -154,7 +154,7 @@ func (r *Runtime) Call(ctx context.Context, kind, id string, req Request) ([]byt
 	case res := <-ch:
 		return res.body, res.err
 	case <-timer.C:
-		return nil, unavailable("commit did not complete before the deadline")
+		return nil, Unavailable("commit did not complete before the deadline")
 	case <-ctx.Done():
 		return nil, fmt.Errorf("%w: %v", ErrUnavailable, ctx.Err())
 	}

@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/shardkeeper/shardkeeper/actors"
 	"github.com/shardkeeper/shardkeeper/api"
 	"github.com/shardkeeper/shardkeeper/config"
 	"github.com/shardkeeper/shardkeeper/node"
@@ -39,7 +38,7 @@ func startNode(t testing.TB, mutate func(*config.Config)) *testNode {
 	}
 	logger := slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
 	n, err := node.Start(cfg, node.Options{Logger: logger, Kinds: api.Kinds(cfg),
-		Routes: func(mux *http.ServeMux, rt *actors.Runtime) { api.Register(mux, rt, cfg) }})
+		Routes: func(mux *http.ServeMux, c api.Caller) { api.Register(mux, c, cfg) }})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"os"
 	"path/filepath"
 	"sync"
@@ -20,7 +19,8 @@ import (
 
 // HostConfig configures a Host.
 type HostConfig struct {
-	NodeID   string
+	// ServerID is this node's Raft server id (persistence.Store.ServerID).
+	ServerID string
 	RaftAddr string // listen address of the shared Raft transport
 	// Advertise is the Raft address other nodes dial; RaftAddr's bound address if empty.
 	Advertise  string
@@ -34,7 +34,8 @@ type HostConfig struct {
 	SnapshotThreshold uint64
 
 	// Bootstrap, when non-empty, is the initial configuration of every partition that has
-	// no Raft state yet. A node that already has state ignores it (raft recovers its own).
+	// no Raft state yet (the one-node cluster). A node that already has state ignores it.
+	// Clusters bootstrap later, through Host.Bootstrap, once enough members are known.
 	Bootstrap []raft.Server
 
 	// OnLeadership is called, in order per partition and from one goroutine per partition,
@@ -70,16 +71,13 @@ func NewHost(cfg HostConfig) (*Host, error) {
 	if err := cfg.Store.EnsurePartitions(cfg.Partitions); err != nil {
 		return nil, err
 	}
-	mux, err := ListenMux(cfg.RaftAddr, cfg.Logger)
+	mux, err := ListenMux(cfg.RaftAddr, cfg.ServerID, cfg.Logger)
 	if err != nil {
 		return nil, err
 	}
-	advertise := mux.Addr()
+	advertise := mux.Addr().String()
 	if cfg.Advertise != "" {
-		if advertise, err = net.ResolveTCPAddr("tcp", cfg.Advertise); err != nil {
-			mux.Close()
-			return nil, fmt.Errorf("raft advertise address: %w", err)
-		}
+		advertise = cfg.Advertise
 	}
 	h := &Host{cfg: cfg, mux: mux, stop: make(chan struct{})}
 	hlog := hclog.New(&hclog.LoggerOptions{
@@ -100,7 +98,7 @@ func NewHost(cfg HostConfig) (*Host, error) {
 	return h, nil
 }
 
-func (h *Host) openGroup(p uint32, advertise net.Addr, hlog hclog.Logger) (*group, error) {
+func (h *Host) openGroup(p uint32, advertise string, hlog hclog.Logger) (*group, error) {
 	fsm, err := h.cfg.Store.FSM(p)
 	if err != nil {
 		return nil, err
@@ -114,7 +112,7 @@ func (h *Host) openGroup(p uint32, advertise net.Addr, hlog hclog.Logger) (*grou
 		Stream: h.mux.Layer(p, advertise), MaxPool: 3, Timeout: 10 * time.Second, Logger: hlog,
 	})
 	rc := raft.DefaultConfig()
-	rc.LocalID = raft.ServerID(h.cfg.NodeID)
+	rc.LocalID = raft.ServerID(h.cfg.ServerID)
 	rc.Logger = hlog
 	rc.HeartbeatTimeout = h.cfg.HeartbeatTimeout
 	rc.ElectionTimeout = h.cfg.ElectionTimeout
@@ -200,15 +198,78 @@ func (h *Host) Status() []PartitionStatus {
 	out := make([]PartitionStatus, len(h.groups))
 	for i, g := range h.groups {
 		_, leader := g.raft.LeaderWithID()
-		st := PartitionStatus{ID: g.p, Leader: string(leader), Replicas: []string{}, AppliedIndex: g.fsm.AppliedIndex()}
+		st := PartitionStatus{ID: g.p, Leader: persistence.NodeOfServer(string(leader)), Replicas: []string{},
+			AppliedIndex: g.fsm.AppliedIndex()}
 		if f := g.raft.GetConfiguration(); f.Error() == nil {
 			for _, s := range f.Configuration().Servers {
-				st.Replicas = append(st.Replicas, string(s.ID))
+				st.Replicas = append(st.Replicas, persistence.NodeOfServer(string(s.ID)))
 			}
 		}
 		out[i] = st
 	}
 	return out
+}
+
+// HasState reports whether any partition has Raft state on this node.
+func (h *Host) HasState() bool {
+	for _, g := range h.groups {
+		if g.raft.LastIndex() > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// Bootstrap gives every partition without state its initial configuration. Only the node
+// chosen to bootstrap a new cluster calls it, once.
+func (h *Host) Bootstrap(servers func(p uint32) []raft.Server) error {
+	var errs []error
+	for _, g := range h.groups {
+		err := g.raft.BootstrapCluster(raft.Configuration{Servers: servers(g.p)}).Error()
+		if err != nil && !errors.Is(err, raft.ErrCantBootstrap) {
+			errs = append(errs, fmt.Errorf("bootstrap partition %d: %w", g.p, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Leader returns the server id of partition p's leader as this node knows it ("" if none).
+func (h *Host) Leader(p uint32) string {
+	_, id := h.groups[p].raft.LeaderWithID()
+	return string(id)
+}
+
+// IsLeader reports whether this node leads partition p.
+func (h *Host) IsLeader(p uint32) bool { return h.groups[p].raft.State() == raft.Leader }
+
+// Leading counts the partitions this node leads.
+func (h *Host) Leading() int {
+	n := 0
+	for _, g := range h.groups {
+		if g.raft.State() == raft.Leader {
+			n++
+		}
+	}
+	return n
+}
+
+// TransferLeadership hands every partition led here to another voter and waits (bounded by
+// each transfer's own timeout). Used on graceful shutdown.
+func (h *Host) TransferLeadership() {
+	var wg sync.WaitGroup
+	for _, g := range h.groups {
+		if g.raft.State() != raft.Leader {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := g.raft.LeadershipTransfer().Error(); err != nil {
+				h.cfg.Logger.Warn("leadership transfer on shutdown", "partition", g.p, "error", err)
+			}
+		}()
+	}
+	wg.Wait()
 }
 
 // Close shuts every group down (leadership is not handed over; see LeaveGracefully).
@@ -252,3 +313,6 @@ func hclogLevel(l slog.Level) hclog.Level {
 		return hclog.Error
 	}
 }
+
+// Addr is the Raft listener's address.
+func (h *Host) Addr() string { return h.mux.Addr().String() }

@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"strings"
 	"sync"
 	"time"
 
@@ -14,12 +15,20 @@ import (
 )
 
 // Mux carries the Raft traffic of every partition over one TCP listener. Each connection
-// starts with a 5-byte header, muxMagic then the partition number (u32, big-endian); the
-// listener hands the connection to that partition's stream layer, and from then on it is an
+// starts with a header: muxMagic, the partition number (u32, big-endian), and the server id
+// the dialer means to reach (u8 length, bytes). The listener refuses a connection meant for
+// another server id and hands the rest to the partition's stream layer; from then on it is an
 // ordinary hashicorp/raft NetworkTransport connection.
+//
+// Why the server id: a node whose disk was wiped comes back on the same address with a new
+// server id. Without the check it would answer RPCs meant for its old incarnation — grant
+// votes with an empty log in the name of a voter that had acknowledged entries — and break
+// Raft's safety. Raft addresses therefore carry the server id: "host:port#serverID" (see
+// RaftAddress), and only the incarnation named can answer.
 type Mux struct {
-	ln     net.Listener
-	logger *slog.Logger
+	ln       net.Listener
+	logger   *slog.Logger
+	serverID string
 
 	mu     sync.Mutex
 	layers map[uint32]*streamLayer
@@ -32,13 +41,30 @@ const (
 	muxHeaderTimeout = 5 * time.Second
 )
 
-// ListenMux listens on addr for Raft traffic.
-func ListenMux(addr string, logger *slog.Logger) (*Mux, error) {
+// RaftAddress is the Raft address of server id at addr, as kept in Raft configurations.
+func RaftAddress(addr, serverID string) raft.ServerAddress {
+	return raft.ServerAddress(addr + "#" + serverID)
+}
+
+// splitRaftAddress undoes RaftAddress; a plain address has no server id.
+func splitRaftAddress(a raft.ServerAddress) (addr, serverID string) {
+	s := string(a)
+	if i := strings.LastIndexByte(s, '#'); i >= 0 {
+		return s[:i], s[i+1:]
+	}
+	return s, ""
+}
+
+// ListenMux listens on addr for the Raft traffic of server id serverID.
+func ListenMux(addr, serverID string, logger *slog.Logger) (*Mux, error) {
+	if len(serverID) > 255 {
+		return nil, fmt.Errorf("server id %q is too long", serverID)
+	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("raft listener on %s: %w", addr, err)
 	}
-	m := &Mux{ln: ln, logger: logger, layers: map[uint32]*streamLayer{}}
+	m := &Mux{ln: ln, logger: logger, serverID: serverID, layers: map[uint32]*streamLayer{}}
 	m.wg.Add(1)
 	go m.acceptLoop()
 	return m, nil
@@ -49,13 +75,13 @@ func (m *Mux) Addr() net.Addr { return m.ln.Addr() }
 
 // Layer returns partition p's stream layer (created on first use). advertise is the address
 // other nodes dial to reach this node's Raft listener.
-func (m *Mux) Layer(p uint32, advertise net.Addr) raft.StreamLayer {
+func (m *Mux) Layer(p uint32, advertise string) raft.StreamLayer {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if l, ok := m.layers[p]; ok {
 		return l
 	}
-	l := &streamLayer{p: p, addr: advertise, conns: make(chan net.Conn), closed: make(chan struct{})}
+	l := &streamLayer{p: p, addr: raftAddr(RaftAddress(advertise, m.serverID)), conns: make(chan net.Conn), closed: make(chan struct{})}
 	m.layers[p] = l
 	return l
 }
@@ -91,15 +117,26 @@ func (m *Mux) acceptLoop() {
 
 // route reads a connection's header and hands it to its partition.
 func (m *Mux) route(conn net.Conn) {
-	var hdr [5]byte
+	var hdr [6]byte
 	_ = conn.SetReadDeadline(time.Now().Add(muxHeaderTimeout))
-	if _, err := io.ReadFull(conn, hdr[:]); err != nil || hdr[0] != muxMagic {
+	_, err := io.ReadFull(conn, hdr[:])
+	target := make([]byte, hdr[5])
+	if err == nil {
+		_, err = io.ReadFull(conn, target)
+	}
+	if err != nil || hdr[0] != muxMagic {
 		m.logger.Warn("raft connection with a bad header", "remote", conn.RemoteAddr(), "error", err)
 		conn.Close()
 		return
 	}
 	_ = conn.SetReadDeadline(time.Time{})
-	p := binary.BigEndian.Uint32(hdr[1:])
+	if len(target) > 0 && string(target) != m.serverID {
+		m.logger.Warn("raft connection meant for another incarnation of this node; refused",
+			"target", string(target), "self", m.serverID, "remote", conn.RemoteAddr())
+		conn.Close()
+		return
+	}
+	p := binary.BigEndian.Uint32(hdr[1:5])
 	m.mu.Lock()
 	l, ok := m.layers[p]
 	m.mu.Unlock()
@@ -114,6 +151,12 @@ func (m *Mux) route(conn net.Conn) {
 		conn.Close()
 	}
 }
+
+// raftAddr is a net.Addr whose String is a RaftAddress, so that raft advertises it.
+type raftAddr string
+
+func (a raftAddr) Network() string { return "tcp" }
+func (a raftAddr) String() string  { return string(a) }
 
 // streamLayer is one partition's view of the mux, as raft.StreamLayer.
 type streamLayer struct {
@@ -141,11 +184,13 @@ func (l *streamLayer) Close() error { l.close(); return nil }
 func (l *streamLayer) Addr() net.Addr { return l.addr }
 
 func (l *streamLayer) Dial(address raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
-	conn, err := net.DialTimeout("tcp", string(address), timeout)
+	addr, target := splitRaftAddress(address)
+	conn, err := net.DialTimeout("tcp", addr, timeout)
 	if err != nil {
 		return nil, err
 	}
 	hdr := binary.BigEndian.AppendUint32([]byte{muxMagic}, l.p)
+	hdr = append(append(hdr, byte(len(target))), target...)
 	_ = conn.SetWriteDeadline(time.Now().Add(timeout))
 	if _, err := conn.Write(hdr); err != nil {
 		conn.Close()

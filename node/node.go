@@ -1,9 +1,10 @@
-// Package node assembles one shardkeeper process: storage, the Raft host, the actor runtime
-// and the HTTP API, from a config.Config.
+// Package node assembles one shardkeeper process: storage, the Raft host, gossip
+// membership, the actor runtime, routing and the HTTP API, from a config.Config.
 package node
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -11,8 +12,13 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"sort"
+	"strconv"
+	"sync"
 	"time"
 
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/asynkron/protoactor-go/remote"
 	"github.com/hashicorp/raft"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -25,33 +31,47 @@ import (
 
 // Node is a running shardkeeper process.
 type Node struct {
-	cfg      config.Config
-	logger   *slog.Logger
-	registry *prometheus.Registry
-	store    *persistence.Store
-	host     *cluster.Host
-	runtime  *actors.Runtime
-	ln       net.Listener
-	http     *http.Server
-	served   chan error
+	cfg        config.Config
+	logger     *slog.Logger
+	registry   *prometheus.Registry
+	store      *persistence.Store
+	serverID   string
+	system     *actor.ActorSystem
+	remote     *remote.Remote
+	host       *cluster.Host
+	runtime    *actors.Runtime
+	membership *cluster.Membership
+	reconciler *cluster.Reconciler
+	router     *cluster.Router
+	ln         net.Listener
+	http       *http.Server
+	served     chan error
+	stop       chan struct{}
+	wg         sync.WaitGroup
 }
 
 // Options extend a node beyond its configuration.
 type Options struct {
 	Kinds []actors.Kind
-	// Routes adds handlers to the HTTP mux (the API of the kinds).
-	Routes func(mux *http.ServeMux, rt *actors.Runtime)
+	// Routes adds handlers to the HTTP mux; caller reaches any actor in the cluster.
+	Routes func(mux *http.ServeMux, caller api.Caller)
 	Logger *slog.Logger
+	// DeadGrace is how long a dead member keeps its replicas before they are replaced
+	// (default 30s).
+	DeadGrace time.Duration
 }
 
-// Start opens storage, starts every Raft group and the runtime, and serves HTTP. On error
-// everything already started is closed again.
+// Start opens storage, starts every Raft group, gossip, the runtime and routing, and serves
+// HTTP. On error everything already started is closed again.
 func Start(cfg config.Config, opts Options) (n *Node, err error) {
 	logger := opts.Logger
 	if logger == nil {
 		logger = slog.Default()
 	}
-	n = &Node{cfg: cfg, logger: logger, registry: prometheus.NewRegistry(), served: make(chan error, 1)}
+	if opts.DeadGrace <= 0 {
+		opts.DeadGrace = 30 * time.Second
+	}
+	n = &Node{cfg: cfg, logger: logger, registry: prometheus.NewRegistry(), served: make(chan error, 1), stop: make(chan struct{})}
 	started := n // error returns set n to nil; close what was started
 	defer func() {
 		if err != nil {
@@ -66,21 +86,35 @@ func Start(cfg config.Config, opts Options) (n *Node, err error) {
 	if n.store, err = persistence.Open(filepath.Join(cfg.DataDir, "pebble"), logger); err != nil {
 		return nil, err
 	}
+	if n.serverID, err = n.store.ServerID(cfg.NodeID); err != nil {
+		return nil, err
+	}
+	// The HTTP listener is bound first so its real address can be gossiped.
+	if n.ln, err = net.Listen("tcp", cfg.HTTPAddr); err != nil {
+		return nil, fmt.Errorf("http listener on %s: %w", cfg.HTTPAddr, err)
+	}
+	n.system = actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger {
+		return logger.With("component", "protoactor")
+	}))
+	if n.remote, err = startRemote(n.system, cfg.RemoteAddr); err != nil {
+		return nil, err
+	}
 	// The runtime exists before the host so that no leadership notification is missed.
 	var host *cluster.Host
 	repl := &lateReplicator{host: &host}
 	if n.runtime, err = actors.New(actors.Options{
-		Store: n.store, Replicator: repl, Partitions: cfg.Partitions, Registerer: n.registry,
+		Store: n.store, Replicator: repl, Partitions: cfg.Partitions, Registerer: n.registry, System: n.system,
 		Logger: logger, RequestTimeout: cfg.RequestTimeout, IdleTimeout: cfg.ActorIdleTimeout,
 	}, opts.Kinds...); err != nil {
 		return nil, err
 	}
+	single := cfg.BootstrapExpect == 1 && len(cfg.Join) == 0
 	var bootstrap []raft.Server
-	if cfg.BootstrapExpect == 1 && len(cfg.Join) == 0 {
-		bootstrap = []raft.Server{{ID: raft.ServerID(cfg.NodeID), Address: raft.ServerAddress(cfg.RaftAddr)}}
+	if single {
+		bootstrap = []raft.Server{{ID: raft.ServerID(n.serverID), Address: cluster.RaftAddress(cfg.RaftAddr, n.serverID)}}
 	}
 	if host, err = cluster.NewHost(cluster.HostConfig{
-		NodeID: cfg.NodeID, RaftAddr: cfg.RaftAddr, Partitions: cfg.Partitions,
+		ServerID: n.serverID, RaftAddr: cfg.RaftAddr, Partitions: cfg.Partitions,
 		SnapshotDir: filepath.Join(cfg.DataDir, "snapshots"), Store: n.store,
 		HeartbeatTimeout: cfg.RaftHeartbeatTimeout, ElectionTimeout: cfg.RaftElectionTimeout,
 		SnapshotThreshold: cfg.SnapshotThreshold, Bootstrap: bootstrap,
@@ -90,19 +124,158 @@ func Start(cfg config.Config, opts Options) (n *Node, err error) {
 	}
 	n.host = host
 
+	if n.membership, err = cluster.StartMembership(cluster.MembershipConfig{
+		GossipAddr: cfg.GossipAddr, Logger: logger,
+		Meta: cluster.NodeMeta{ID: cfg.NodeID, ServerID: n.serverID, Raft: host.Addr(),
+			Remote: n.system.ProcessRegistry.Address, HTTP: n.ln.Addr().String(), Partitions: cfg.Partitions,
+			Bootstrapped: host.HasState()},
+	}); err != nil {
+		return nil, err
+	}
+	if err := n.joinCluster(); err != nil {
+		return nil, err
+	}
+	n.reconciler = cluster.StartReconciler(cluster.ReconcilerConfig{
+		Host: host, Membership: n.membership, Replicas: cfg.Replicas, DeadGrace: opts.DeadGrace,
+		Applied: appliedIndexOf, Logger: logger,
+	})
+	if n.router, err = cluster.StartRouter(cluster.RouterConfig{
+		Host: host, Membership: n.membership, Runtime: n.runtime, System: n.system,
+		Replicas: cfg.Replicas, RequestTimeout: cfg.RequestTimeout, Logger: logger,
+	}); err != nil {
+		return nil, err
+	}
+
 	mux := http.NewServeMux()
 	api.RegisterOps(mux, n, n.registry)
 	if opts.Routes != nil {
-		opts.Routes(mux, n.runtime)
-	}
-	if n.ln, err = net.Listen("tcp", cfg.HTTPAddr); err != nil {
-		return nil, fmt.Errorf("http listener on %s: %w", cfg.HTTPAddr, err)
+		opts.Routes(mux, n.router)
 	}
 	n.http = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	go func() { n.served <- n.http.Serve(n.ln) }()
-	logger.Info("shardkeeper node started", "node_id", cfg.NodeID, "http", n.ln.Addr().String(),
-		"raft", cfg.RaftAddr, "partitions", cfg.Partitions, "data_dir", cfg.DataDir)
+	logger.Info("shardkeeper node started", "node_id", cfg.NodeID, "server_id", n.serverID,
+		"http", n.ln.Addr().String(), "raft", host.Addr(), "gossip", cfg.GossipAddr,
+		"remote", n.system.ProcessRegistry.Address, "partitions", cfg.Partitions, "data_dir", cfg.DataDir)
 	return n, nil
+}
+
+// startRemote starts protoactor remoting on addr (protoactor panics on a listen failure).
+func startRemote(system *actor.ActorSystem, addr string) (r *remote.Remote, err error) {
+	host, portStr, err := net.SplitHostPort(addr)
+	if err != nil {
+		return nil, fmt.Errorf("remote address: %w", err)
+	}
+	port, err := strconv.Atoi(portStr)
+	if err != nil {
+		return nil, fmt.Errorf("remote port: %w", err)
+	}
+	defer func() {
+		if p := recover(); p != nil {
+			r, err = nil, fmt.Errorf("start remote on %s: %v", addr, p)
+		}
+	}()
+	r = remote.NewRemote(system, remote.Configure(host, port))
+	r.Start()
+	return r, nil
+}
+
+// joinCluster contacts --join members (retrying in the background until it succeeds),
+// refuses a cluster whose partition count differs, and, for a new cluster, waits in the
+// background for --bootstrap-expect members before the lowest node id bootstraps it.
+func (n *Node) joinCluster() error {
+	cfg := n.cfg
+	if len(cfg.Join) > 0 {
+		if err := n.membership.Join(cfg.Join); err != nil {
+			n.logger.Warn("join failed; retrying in the background", "error", err)
+			n.background(func() bool { return n.membership.Join(cfg.Join) == nil })
+		}
+	}
+	for _, m := range n.membership.Alive() {
+		if m.Partitions != cfg.Partitions {
+			return fmt.Errorf("member %s runs --partitions=%d but this node has --partitions=%d; P is fixed for the life of the cluster",
+				m.ID, m.Partitions, cfg.Partitions)
+		}
+	}
+	if !n.host.HasState() {
+		n.background(n.tryBootstrap)
+	}
+	return nil
+}
+
+// background runs step every 500 ms until it returns true or the node stops.
+func (n *Node) background(step func() bool) {
+	n.wg.Add(1)
+	go func() {
+		defer n.wg.Done()
+		t := time.NewTicker(500 * time.Millisecond)
+		defer t.Stop()
+		for !step() {
+			select {
+			case <-n.stop:
+				return
+			case <-t.C:
+			}
+		}
+	}()
+}
+
+// tryBootstrap bootstraps a new cluster when --bootstrap-expect members are alive, none of
+// them holds Raft state, and this node has the lowest id (Consul's rule). It reports true once
+// this node has state (bootstrapped here, or added by another node's reconciler).
+func (n *Node) tryBootstrap() bool {
+	if n.host.HasState() {
+		return true
+	}
+	alive := n.membership.Alive()
+	if len(alive) < n.cfg.BootstrapExpect {
+		return false
+	}
+	sort.Slice(alive, func(i, j int) bool { return alive[i].ID < alive[j].ID })
+	for _, m := range alive {
+		if m.Bootstrapped || m.Partitions != n.cfg.Partitions {
+			return false // an existing cluster will add us; or a misconfigured peer
+		}
+	}
+	if alive[0].ID != n.cfg.NodeID {
+		return false
+	}
+	n.logger.Info("bootstrapping the cluster", "members", len(alive))
+	err := n.host.Bootstrap(func(p uint32) []raft.Server {
+		var servers []raft.Server
+		for _, d := range cluster.Desired(p, alive, n.cfg.Replicas) {
+			servers = append(servers, raft.Server{ID: raft.ServerID(d.ServerID), Address: cluster.RaftAddress(d.Raft, d.ServerID)})
+		}
+		return servers
+	})
+	if err != nil {
+		n.logger.Error("bootstrap", "error", err)
+		return false
+	}
+	n.membership.Update(func(m *cluster.NodeMeta) { m.Bootstrapped = true })
+	return true
+}
+
+// appliedIndexOf asks member m for its applied index of partition p via GET /v1/cluster.
+func appliedIndexOf(ctx context.Context, m cluster.NodeMeta, p uint32) (uint64, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+m.HTTP+"/v1/cluster", nil)
+	if err != nil {
+		return 0, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	var st api.ClusterStatus
+	if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
+		return 0, fmt.Errorf("cluster status of %s: %w", m.ID, err)
+	}
+	for _, ps := range st.Partitions {
+		if ps.ID == p {
+			return ps.AppliedIndex, nil
+		}
+	}
+	return 0, fmt.Errorf("%s reports no partition %d", m.ID, p)
 }
 
 // lateReplicator lets the runtime be built before the host it proposes to; nothing is
@@ -118,6 +291,9 @@ func (l *lateReplicator) LastTime(p uint32) int64                 { return (*l.h
 // Runtime is the node's actor runtime.
 func (n *Node) Runtime() *actors.Runtime { return n.runtime }
 
+// Caller reaches any actor in the cluster (routing to its partition's leader).
+func (n *Node) Caller() api.Caller { return n.router }
+
 // HTTPAddr is the address the API listens on.
 func (n *Node) HTTPAddr() string { return n.ln.Addr().String() }
 
@@ -127,9 +303,13 @@ func (n *Node) Store() *persistence.Store { return n.store }
 // NodeID implements api.ClusterView.
 func (n *Node) NodeID() string { return n.cfg.NodeID }
 
-// Members implements api.ClusterView. Until membership arrives, a node is its own cluster.
+// Members implements api.ClusterView.
 func (n *Node) Members() []api.Member {
-	return []api.Member{{NodeID: n.cfg.NodeID, State: "alive", HTTPAddr: n.HTTPAddr()}}
+	var out []api.Member
+	for _, m := range n.membership.Members() {
+		out = append(out, api.Member{NodeID: m.ID, State: m.State, HTTPAddr: m.HTTP})
+	}
+	return out
 }
 
 // Partitions implements api.ClusterView.
@@ -151,7 +331,8 @@ func (n *Node) Ready() error {
 // Done delivers the HTTP server's exit error if it stops on its own.
 func (n *Node) Done() <-chan error { return n.served }
 
-// Shutdown stops serving new requests, lets in-flight ones finish until ctx ends, then
+// Shutdown leaves the cluster gracefully: it stops taking requests (in-flight ones finish
+// until ctx ends), hands over the leadership of every partition led here, leaves gossip, then
 // stops the runtime, Raft and storage.
 func (n *Node) Shutdown(ctx context.Context) error {
 	var errs []error
@@ -160,20 +341,47 @@ func (n *Node) Shutdown(ctx context.Context) error {
 			errs = append(errs, fmt.Errorf("http shutdown: %w", err))
 		}
 	}
+	if n.host != nil {
+		n.host.TransferLeadership()
+	}
+	if n.membership != nil {
+		if err := n.membership.Leave(2 * time.Second); err != nil {
+			errs = append(errs, fmt.Errorf("leave gossip: %w", err))
+		}
+		n.membership = nil
+	}
 	errs = append(errs, n.close())
 	return errors.Join(errs...)
 }
 
 func (n *Node) close() error {
 	var errs []error
-	if n.ln != nil && n.http == nil {
+	select {
+	case <-n.stop:
+	default:
+		close(n.stop)
+	}
+	n.wg.Wait()
+	if n.http == nil && n.ln != nil {
 		n.ln.Close()
+	}
+	if n.router != nil {
+		n.router.Stop()
+	}
+	if n.reconciler != nil {
+		n.reconciler.Stop()
+	}
+	if n.membership != nil {
+		errs = append(errs, n.membership.Shutdown())
 	}
 	if n.runtime != nil {
 		n.runtime.Close()
 	}
 	if n.host != nil {
 		errs = append(errs, n.host.Close())
+	}
+	if n.remote != nil {
+		n.remote.Shutdown(false)
 	}
 	if n.store != nil {
 		errs = append(errs, n.store.Close())

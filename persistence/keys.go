@@ -31,9 +31,10 @@ const (
 )
 
 var (
-	metaApplied = []byte("applied")
-	metaTime    = []byte("time")
-	nodeParts   = []byte("partitions")
+	metaApplied     = []byte("applied")
+	metaTime        = []byte("time")
+	nodeParts       = []byte("partitions")
+	nodeIncarnation = []byte("incarnation")
 )
 
 func partitionPrefix(p uint32, section byte) []byte {

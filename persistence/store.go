@@ -1,11 +1,14 @@
 package persistence
 
 import (
+	"crypto/rand"
 	"encoding/binary"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
 	"strconv"
+	"strings"
 
 	"github.com/cockroachdb/pebble/v2"
 )
@@ -129,4 +132,37 @@ func (p pebbleLogger) Errorf(format string, args ...any) {
 func (p pebbleLogger) Fatalf(format string, args ...any) {
 	p.l.Error(fmt.Sprintf(format, args...), "component", "pebble")
 	panic(fmt.Sprintf(format, args...))
+}
+
+// ServerID returns this data directory's Raft server id, "<nodeID>@<incarnation>". The
+// incarnation is random, created with the directory and kept in it: a node whose disk was
+// wiped gets a new server id, so Raft treats it as a new replica that must catch up before it
+// votes, never as the voter whose log it lost.
+func (s *Store) ServerID(nodeID string) (string, error) {
+	key := nodeKey(nodeIncarnation)
+	v, closer, err := s.db.Get(key)
+	switch {
+	case err == nil:
+		defer closer.Close()
+		return nodeID + "@" + string(v), nil
+	case !errors.Is(err, pebble.ErrNotFound):
+		return "", fmt.Errorf("read incarnation: %w", err)
+	}
+	var b [6]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", err
+	}
+	inc := hex.EncodeToString(b[:])
+	if err := s.db.Set(key, []byte(inc), pebble.Sync); err != nil {
+		return "", fmt.Errorf("record incarnation: %w", err)
+	}
+	return nodeID + "@" + inc, nil
+}
+
+// NodeOfServer returns the node id part of a server id made by ServerID.
+func NodeOfServer(serverID string) string {
+	if i := strings.LastIndexByte(serverID, '@'); i >= 0 {
+		return serverID[:i]
+	}
+	return serverID
 }

@@ -12,6 +12,6 @@ import (
 func Kinds(cfg config.Config) []actors.Kind { return api.Kinds(cfg) }
 
 // Routes registers the HTTP API of the kinds.
-func Routes(cfg config.Config) func(*http.ServeMux, *actors.Runtime) {
-	return func(mux *http.ServeMux, rt *actors.Runtime) { api.Register(mux, rt, cfg) }
+func Routes(cfg config.Config) func(*http.ServeMux, api.Caller) {
+	return func(mux *http.ServeMux, c api.Caller) { api.Register(mux, c, cfg) }
 }

@@ -51,7 +51,7 @@ func run(args []string) error {
 	}
 	logger := slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: cfg.SlogLevel()}))
 	slog.SetDefault(logger)
-	routes := func(mux *http.ServeMux, rt *actors.Runtime) {
+	routes := func(mux *http.ServeMux, rt api.Caller) {
 		mux.HandleFunc("POST /test/{kind}/{id}/{method}", func(w http.ResponseWriter, r *http.Request) {
 			body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
 			if err != nil {

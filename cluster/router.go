@@ -1,0 +1,208 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/shardkeeper/shardkeeper/actors"
+	"github.com/shardkeeper/shardkeeper/cluster/routepb"
+)
+
+// routerName is the protoactor name of every node's router actor.
+const routerName = "router"
+
+// RouterConfig configures request routing.
+type RouterConfig struct {
+	Host       *Host
+	Membership *Membership
+	Runtime    *actors.Runtime
+	System     *actor.ActorSystem
+	Replicas   int
+	// RequestTimeout is the deadline of a call whose context has none.
+	RequestTimeout time.Duration
+	Logger         *slog.Logger
+}
+
+// Router sends a request to the node leading its actor's partition: locally into the
+// runtime, or over protoactor remote (protobuf messages) to the leader's router actor.
+//
+// Leadership is Raft's, never gossip's: the leader is the one this node's Raft instance of the
+// partition reports. A node that does not replicate the partition asks a desired replica,
+// which answers NOT_LEADER with a hint. A NOT_LEADER answer means nothing ran, so it is
+// safe to re-send; any other failure of a forwarded request has an unknown outcome and is
+// returned as unavailable, never re-sent.
+type Router struct {
+	cfg RouterConfig
+	pid *actor.PID
+}
+
+// StartRouter spawns this node's router actor.
+func StartRouter(cfg RouterConfig) (*Router, error) {
+	r := &Router{cfg: cfg}
+	pid, err := cfg.System.Root.SpawnNamed(actor.PropsFromFunc(r.receive), routerName)
+	if err != nil {
+		return nil, fmt.Errorf("spawn router: %w", err)
+	}
+	r.pid = pid
+	return r, nil
+}
+
+// Stop stops the router actor.
+func (r *Router) Stop() { _ = r.cfg.System.Root.StopFuture(r.pid).Wait() }
+
+// leaderRetryDelay paces attempts while a partition has no known leader.
+const leaderRetryDelay = 20 * time.Millisecond
+
+// Call runs req on actor (kind, id) wherever its partition is led. It satisfies api.Caller.
+func (r *Router) Call(ctx context.Context, kind, id string, req actors.Request) ([]byte, error) {
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, r.cfg.RequestTimeout)
+		defer cancel()
+	}
+	h := r.cfg.Host
+	self := h.cfg.ServerID
+	p := actors.PartitionOf(kind, id, h.Partitions())
+	hint := ""
+	for {
+		leader := h.Leader(p)
+		if leader == "" {
+			leader = hint
+		}
+		if leader == self {
+			return r.cfg.Runtime.Call(ctx, kind, id, req)
+		}
+		target, ok := r.member(leader)
+		if !ok {
+			// No known leader: ask a desired replica other than us (it may know), or wait.
+			target, ok = r.askReplica(p, self)
+		}
+		if !ok {
+			if err := pause(ctx); err != nil {
+				return nil, actors.Unavailable("partition %d has no leader: %v", p, err)
+			}
+			continue
+		}
+		reply, err := r.forward(ctx, target, kind, id, req)
+		if err != nil {
+			return nil, err
+		}
+		if reply.Status != routepb.Status_NOT_LEADER {
+			return decodeReply(reply)
+		}
+		if reply.LeaderHint == "" || reply.LeaderHint == target.ServerID || reply.LeaderHint == hint {
+			if err := pause(ctx); err != nil {
+				return nil, actors.Unavailable("partition %d has no leader: %v", p, err)
+			}
+		}
+		hint = reply.LeaderHint
+	}
+}
+
+func pause(ctx context.Context) error {
+	t := time.NewTimer(leaderRetryDelay)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+func (r *Router) member(serverID string) (NodeMeta, bool) {
+	if serverID == "" {
+		return NodeMeta{}, false
+	}
+	for _, m := range r.cfg.Membership.Alive() {
+		if m.ServerID == serverID {
+			return m, true
+		}
+	}
+	return NodeMeta{}, false
+}
+
+func (r *Router) askReplica(p uint32, self string) (NodeMeta, bool) {
+	for _, d := range Desired(p, r.cfg.Membership.Alive(), r.cfg.Replicas) {
+		if d.ServerID != self {
+			return d, true
+		}
+	}
+	return NodeMeta{}, false
+}
+
+func (r *Router) forward(ctx context.Context, target NodeMeta, kind, id string, req actors.Request) (*routepb.ForwardReply, error) {
+	deadline, _ := ctx.Deadline()
+	timeout := time.Until(deadline)
+	if timeout <= 0 {
+		return nil, actors.Unavailable("request deadline passed before forwarding")
+	}
+	msg := &routepb.Forward{Kind: kind, Id: id, Method: req.Method, Body: req.Body, DeadlineUnixMs: deadline.UnixMilli()}
+	res, err := r.cfg.System.Root.RequestFuture(actor.NewPID(target.Remote, routerName), msg, timeout).Result()
+	if err != nil {
+		return nil, actors.Unavailable("forward to %s: %v (outcome unknown)", target.ID, err)
+	}
+	reply, ok := res.(*routepb.ForwardReply)
+	if !ok {
+		return nil, fmt.Errorf("forward to %s: unexpected reply %T", target.ID, res)
+	}
+	return reply, nil
+}
+
+func decodeReply(reply *routepb.ForwardReply) ([]byte, error) {
+	switch reply.Status {
+	case routepb.Status_OK:
+		return reply.Body, nil
+	case routepb.Status_DOMAIN_ERROR:
+		return nil, &actors.Error{Code: reply.Code, Message: reply.Message,
+			RetryAfter: time.Duration(reply.RetryAfterMs) * time.Millisecond}
+	case routepb.Status_UNAVAILABLE:
+		return nil, actors.Unavailable("%s", reply.Message)
+	default:
+		return nil, errors.New(reply.Message)
+	}
+}
+
+// receive is the router actor: it runs forwarded requests if this node leads their
+// partition. Each request runs on its own goroutine so that one slow actor does not hold up
+// the router's mailbox.
+func (r *Router) receive(c actor.Context) {
+	msg, ok := c.Message().(*routepb.Forward)
+	if !ok {
+		return
+	}
+	sender := c.Sender()
+	go func() {
+		reply := r.serve(msg)
+		if sender != nil {
+			r.cfg.System.Root.Send(sender, reply)
+		}
+	}()
+}
+
+func (r *Router) serve(msg *routepb.Forward) *routepb.ForwardReply {
+	h := r.cfg.Host
+	p := actors.PartitionOf(msg.Kind, msg.Id, h.Partitions())
+	if !h.IsLeader(p) {
+		return &routepb.ForwardReply{Status: routepb.Status_NOT_LEADER, LeaderHint: h.Leader(p)}
+	}
+	ctx, cancel := context.WithDeadline(context.Background(), time.UnixMilli(msg.DeadlineUnixMs))
+	defer cancel()
+	body, err := r.cfg.Runtime.Call(ctx, msg.Kind, msg.Id, actors.Request{Method: msg.Method, Body: msg.Body})
+	var outcome *actors.Error
+	switch {
+	case err == nil:
+		return &routepb.ForwardReply{Status: routepb.Status_OK, Body: body}
+	case errors.As(err, &outcome):
+		return &routepb.ForwardReply{Status: routepb.Status_DOMAIN_ERROR, Code: outcome.Code,
+			Message: outcome.Message, RetryAfterMs: outcome.RetryAfter.Milliseconds()}
+	case errors.Is(err, actors.ErrUnavailable):
+		return &routepb.ForwardReply{Status: routepb.Status_UNAVAILABLE, Message: err.Error()}
+	default:
+		return &routepb.ForwardReply{Status: routepb.Status_INTERNAL, Message: err.Error()}
+	}
+}
