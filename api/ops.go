@@ -23,6 +23,15 @@ type ClusterView interface {
 	Partitions() []cluster.PartitionStatus
 	// Ready is nil when this node is a member and every partition has a leader that serves.
 	Ready() error
+	// StateHashes reports, per partition, this replica's applied index and state hash.
+	StateHashes() ([]PartitionHash, error)
+}
+
+// PartitionHash is one partition's entry in GET /v1/cluster/hashes.
+type PartitionHash struct {
+	ID           uint32 `json:"id"`
+	AppliedIndex uint64 `json:"applied_index"`
+	Hash         string `json:"hash"`
 }
 
 // ClusterStatus is the body of GET /v1/cluster.
@@ -46,6 +55,16 @@ func RegisterOps(mux *http.ServeMux, view ClusterView, gatherer prometheus.Gathe
 		WriteJSON(w, http.StatusOK, map[string]string{"status": "ready"})
 	})
 	mux.Handle("GET /metrics", promhttp.HandlerFor(gatherer, promhttp.HandlerOpts{}))
+	// Diagnostic: replicas of a partition at the same applied index must report the same
+	// hash (the chaos suite checks it after healing).
+	mux.HandleFunc("GET /v1/cluster/hashes", func(w http.ResponseWriter, _ *http.Request) {
+		hs, err := view.StateHashes()
+		if err != nil {
+			WriteError(w, err)
+			return
+		}
+		WriteJSON(w, http.StatusOK, map[string]any{"node_id": view.NodeID(), "partitions": hs})
+	})
 	mux.HandleFunc("GET /v1/cluster", func(w http.ResponseWriter, _ *http.Request) {
 		WriteJSON(w, http.StatusOK, ClusterStatus{NodeID: view.NodeID(), Members: view.Members(), Partitions: view.Partitions()})
 	})

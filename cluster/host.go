@@ -185,6 +185,10 @@ func (h *Host) Barrier(p uint32, timeout time.Duration) error {
 // LastTime is the greatest command time applied in partition p.
 func (h *Host) LastTime(p uint32) int64 { return h.groups[p].fsm.LastTime() }
 
+// StateHash returns partition p's applied index and state hash on this node (see
+// persistence.FSM.StateHash).
+func (h *Host) StateHash(p uint32) (uint64, [32]byte, error) { return h.groups[p].fsm.StateHash() }
+
 // PartitionStatus describes one partition as this node sees it.
 type PartitionStatus struct {
 	ID           uint32   `json:"id"`

@@ -3,8 +3,8 @@ package cluster
 import (
 	"bytes"
 	"context"
-	"errors"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log"
 	"log/slog"

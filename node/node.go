@@ -4,6 +4,7 @@ package node
 
 import (
 	"context"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -326,6 +327,19 @@ func (n *Node) Ready() error {
 		}
 	}
 	return nil
+}
+
+// StateHashes implements api.ClusterView.
+func (n *Node) StateHashes() ([]api.PartitionHash, error) {
+	out := make([]api.PartitionHash, n.cfg.Partitions)
+	for p := range uint32(n.cfg.Partitions) {
+		idx, sum, err := n.host.StateHash(p)
+		if err != nil {
+			return nil, fmt.Errorf("state hash of partition %d: %w", p, err)
+		}
+		out[p] = api.PartitionHash{ID: p, AppliedIndex: idx, Hash: hex.EncodeToString(sum[:])}
+	}
+	return out, nil
 }
 
 // Done delivers the HTTP server's exit error if it stops on its own.
