@@ -40,6 +40,7 @@ func TestOpenAPIDescribesTheContract(t *testing.T) {
 		"/readyz":                                   {"get"},
 		"/metrics":                                  {"get"},
 		"/v1/cluster":                               {"get"},
+		"/v1/cluster/hashes":                        {"get"},
 	}
 	for path, methods := range want {
 		ops, ok := doc.Paths[path]
