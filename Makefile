@@ -6,7 +6,7 @@ FUZZTIME    ?= 10s
 # Packages whose tests run under the race detector (the concurrent core).
 RACE_PKGS := ./actors/... ./persistence/... ./cluster/... ./config/...
 
-.PHONY: all build run test test-unit test-crash fuzz lint bench clean
+.PHONY: all build run test test-unit test-crash fuzz lint bench clean cluster cluster-stop proto
 
 all: build
 
@@ -40,6 +40,17 @@ lint:
 # Go benchmarks of the runtime on real Raft + Pebble (one node).
 bench:
 	$(GO) test -run='^$$' -bench=. -benchtime=3s ./actors/
+
+# Three local nodes behind HAProxy on 127.0.0.1:8080 (health-checked with /readyz).
+cluster:
+	scripts/cluster.sh start
+
+cluster-stop:
+	scripts/cluster.sh stop
+
+# Regenerate protobuf code (needs protoc and protoc-gen-go; the output is committed).
+proto:
+	protoc --go_out=. --go_opt=paths=source_relative cluster/routepb/route.proto
 
 clean:
 	rm -rf bin
