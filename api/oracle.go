@@ -1,5 +1,104 @@
 package api
 
-import "net/http"
+import (
+	"net/http"
 
-func (s *Server) registerOracle(mux *http.ServeMux) {}
+	"github.com/shardkeeper/shardkeeper/actors/oracle"
+)
+
+// registerOracle adds the nonce oracle endpoints (API.md "Nonce oracle"). Nonces are spread
+// over oracle.Shards actors of kind oracle.KindName: an issue goes to a random shard and a
+// nonce names its shard, so a consume or read goes straight to it (see package oracle).
+func (s *Server) registerOracle(mux *http.ServeMux) {
+	mux.HandleFunc("POST /v1/nonces", s.issueNonce)
+	mux.HandleFunc("POST /v1/nonces/{nonce}/consume", s.consumeNonce)
+	mux.HandleFunc("GET /v1/nonces/{nonce}", s.getNonce)
+}
+
+// issueNonceBody is the body of POST /v1/nonces.
+type issueNonceBody struct {
+	OrgID string `json:"org_id"`
+}
+
+// consumeNonceBody is the body of POST /v1/nonces/{nonce}/consume.
+type consumeNonceBody struct {
+	OrgID     string `json:"org_id"`
+	RequestID string `json:"request_id"`
+}
+
+func (s *Server) issueNonce(w http.ResponseWriter, r *http.Request) {
+	var body issueNonceBody
+	if err := DecodeJSON(r, &body); err != nil {
+		WriteAPIError(w, err)
+		return
+	}
+	if err := oracle.ValidateOrg(body.OrgID); err != nil {
+		WriteError(w, err)
+		return
+	}
+	var out oracle.Issued
+	if err := CallJSON(r.Context(), s.Caller, s.Config.RequestTimeout, oracle.KindName, oracle.RandomShard(),
+		oracle.MethodIssue, oracle.IssueRequest{OrgID: body.OrgID}, &out); err != nil {
+		WriteError(w, err)
+		return
+	}
+	WriteJSON(w, http.StatusCreated, out)
+}
+
+func (s *Server) consumeNonce(w http.ResponseWriter, r *http.Request) {
+	var body consumeNonceBody
+	if err := DecodeJSON(r, &body); err != nil {
+		WriteAPIError(w, err)
+		return
+	}
+	if err := oracle.ValidateOrg(body.OrgID); err != nil {
+		WriteError(w, err)
+		return
+	}
+	if err := oracle.ValidateRequestID(body.RequestID); err != nil {
+		WriteError(w, err)
+		return
+	}
+	nonce := r.PathValue("nonce")
+	shard, ok := nonceShard(nonce)
+	if !ok {
+		WriteAPIError(w, unknownNonce())
+		return
+	}
+	var out oracle.Consumed
+	if err := CallJSON(r.Context(), s.Caller, s.Config.RequestTimeout, oracle.KindName, shard,
+		oracle.MethodConsume, oracle.ConsumeRequest{Nonce: nonce, OrgID: body.OrgID, RequestID: body.RequestID}, &out); err != nil {
+		WriteError(w, err)
+		return
+	}
+	WriteJSON(w, http.StatusOK, out)
+}
+
+func (s *Server) getNonce(w http.ResponseWriter, r *http.Request) {
+	nonce := r.PathValue("nonce")
+	shard, ok := nonceShard(nonce)
+	if !ok {
+		WriteAPIError(w, unknownNonce())
+		return
+	}
+	var out oracle.Info
+	if err := CallJSON(r.Context(), s.Caller, s.Config.RequestTimeout, oracle.KindName, shard,
+		oracle.MethodGet, oracle.GetRequest{Nonce: nonce}, &out); err != nil {
+		WriteError(w, err)
+		return
+	}
+	WriteJSON(w, http.StatusOK, out)
+}
+
+// nonceShard returns the shard of an oracle nonce, or false when the string cannot be a nonce
+// the oracle issued: such a nonce is unknown without asking any actor.
+func nonceShard(nonce string) (string, bool) {
+	if !ValidNonce(nonce) {
+		return "", false
+	}
+	return oracle.ShardOf(nonce)
+}
+
+func unknownNonce() *Error {
+	return Errorf(http.StatusNotFound, "unknown_nonce", "no such nonce")
+}

@@ -1,7 +1,60 @@
-// Package oracle is a stub replaced by its implementation.
+// Package oracle is the replay-protection nonce oracle (seed: ADR-005): it issues single-use
+// nonces to organisations and accepts each one at most once.
+//
+// # Sharding
+//
+// Nonces live in Shards actors, ids "00" … "ff", independent of the organisation, so that one
+// organisation issuing at full speed is spread over every partition instead of queueing on one
+// actor. The API picks a shard at random per issue (RandomShard) and the nonce carries its
+// shard, so consuming or reading one needs no lookup (ShardOf):
+//
+//	<shard: 2 lower-case hex digits> "_" <32 random bytes, base64url without padding>
+//
+// 46 characters in all, within the contract's ^[A-Za-z0-9_-]{1,128}$. A string of any other
+// shape was never issued. The organisation is checked against the stored record.
+//
+// # Lifetime
+//
+// A nonce is issued at issued_at (the partition clock, ctx.Now) and expires at
+// expires_at = issued_at + Config.TTL. Used or not, it is kept until
+// remove_at = expires_at + Config.Retention, so that a replay is answered nonce_used or
+// nonce_expired rather than unknown_nonce; from remove_at on it is treated as absent
+// (unknown_nonce), whether or not it has been collected yet. Deletion is only garbage
+// collection by the "gc" alarm, so no outcome depends on when collection runs.
+//
+// # Storage layout
+//
+// User keys of one shard actor:
+//
+//	n/<nonce>                          record (JSON): org_id, issued_at, expires_at, remove_at,
+//	                                   used_at and request_id once consumed
+//	t/<remove_at u64 BE><nonce>        empty; the removal index, earliest first
+//
+// Invariants, after every committed message:
+//   - every n/ record has exactly one t/ entry, carrying its remove_at, and vice versa
+//     (remove_at is fixed at issue, so the entry never moves);
+//   - while any t/ entry exists the "gc" alarm is pending, due no later than the smallest
+//     remove_at (or retried later by the runtime after a failed firing);
+//   - a shard whose nonces have all been collected holds no keys and no alarm.
+//
+// # Methods
+//
+// MethodIssue (body IssueRequest, reply Issued), MethodConsume (body ConsumeRequest, reply
+// Consumed), MethodGet (body GetRequest, reply Info). Domain outcomes are *actors.Error with
+// the codes invalid_request, invalid_id, unknown_nonce, org_mismatch, nonce_used and
+// nonce_expired.
 package oracle
 
 import (
+	"bytes"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"io"
+	mrand "math/rand/v2"
+	"regexp"
 	"time"
 
 	"github.com/shardkeeper/shardkeeper/actors"
@@ -10,12 +63,432 @@ import (
 // KindName is the actor kind's name.
 const KindName = "nonce-oracle"
 
-// Config holds the kind's limits.
+// Defaults of Config's zero fields.
+const (
+	DefaultTTL       = time.Hour
+	DefaultRetention = 10 * time.Minute
+)
+
+// Config holds the kind's settings. Zero fields take their defaults.
 type Config struct {
-	TTL time.Duration // --oracle-nonce-ttl
+	TTL time.Duration // --oracle-nonce-ttl: lifetime of a nonce (DefaultTTL when zero)
+	// Retention is how long a nonce is kept after expires_at (DefaultRetention when zero).
+	// The contract requires at least one minute; shorter values are for tests.
+	Retention time.Duration
+	// Rand is the source of the nonces' random bytes (crypto/rand when nil). Tests replace it
+	// to force collisions.
+	Rand io.Reader
+}
+
+func (c Config) withDefaults() Config {
+	if c.TTL <= 0 {
+		c.TTL = DefaultTTL
+	}
+	if c.Retention <= 0 {
+		c.Retention = DefaultRetention
+	}
+	if c.Rand == nil {
+		c.Rand = rand.Reader
+	}
+	return c
+}
+
+// Methods of a shard actor.
+const (
+	MethodIssue   = "issue"
+	MethodConsume = "consume"
+	MethodGet     = "get"
+)
+
+// GCAlarm is the name of the alarm that deletes nonces past their remove_at.
+const GCAlarm = "gc"
+
+// gcBatch bounds the nonces one firing of the gc alarm deletes. A firing that leaves due
+// nonces behind re-arms the alarm for now.
+const gcBatch = 1000
+
+// maxIssueAttempts bounds how many fresh nonces one issue generates before giving up: with
+// 256 random bits a collision never happens, so repeated ones mean a broken random source.
+const maxIssueAttempts = 8
+
+// MaxRequestID is the longest request_id accepted, in bytes.
+const MaxRequestID = 128
+
+// Shards is the number of shard actors.
+const Shards = 256
+
+const (
+	randomBytes = 32
+	hexDigits   = "0123456789abcdef"
+)
+
+// nonceLen is the length of every issued nonce: shard, "_", random part.
+var nonceLen = 3 + base64.RawURLEncoding.EncodedLen(randomBytes)
+
+// encoding decodes the random part strictly: the unused bits of the last character must be
+// zero, so each random value has exactly one spelling.
+var encoding = base64.RawURLEncoding.Strict()
+
+// IssueRequest is the body of MethodIssue.
+type IssueRequest struct {
+	OrgID string `json:"org_id"`
+}
+
+// Issued is the reply of MethodIssue.
+type Issued struct {
+	Nonce     string `json:"nonce"`
+	OrgID     string `json:"org_id"`
+	IssuedAt  int64  `json:"issued_at"`
+	ExpiresAt int64  `json:"expires_at"`
+}
+
+// ConsumeRequest is the body of MethodConsume. RequestID is optional: a consume repeated
+// with the same non-empty RequestID as the one that used the nonce is answered again.
+type ConsumeRequest struct {
+	Nonce     string `json:"nonce"`
+	OrgID     string `json:"org_id"`
+	RequestID string `json:"request_id,omitempty"`
+}
+
+// Consumed is the reply of MethodConsume.
+type Consumed struct {
+	Nonce  string `json:"nonce"`
+	UsedAt int64  `json:"used_at"`
+}
+
+// GetRequest is the body of MethodGet.
+type GetRequest struct {
+	Nonce string `json:"nonce"`
+}
+
+// Info is the reply of MethodGet. UsedAt is nil (JSON null) while the nonce is unused.
+type Info struct {
+	Nonce     string `json:"nonce"`
+	OrgID     string `json:"org_id"`
+	IssuedAt  int64  `json:"issued_at"`
+	ExpiresAt int64  `json:"expires_at"`
+	UsedAt    *int64 `json:"used_at"`
+}
+
+var orgIDPattern = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
+
+// ValidateOrg checks an org_id: invalid_request when empty, invalid_id when it does not match
+// ^[A-Za-z0-9_-]{1,64}$.
+func ValidateOrg(org string) *actors.Error {
+	if org == "" {
+		return actors.Errorf("invalid_request", "missing required field %q", "org_id")
+	}
+	if !orgIDPattern.MatchString(org) {
+		return actors.Errorf("invalid_id", "org_id %q is not a valid identifier", org)
+	}
+	return nil
+}
+
+// ValidateRequestID checks a request_id: at most MaxRequestID bytes (invalid_request).
+func ValidateRequestID(id string) *actors.Error {
+	if len(id) > MaxRequestID {
+		return actors.Errorf("invalid_request", "request_id is %d bytes; at most %d are allowed", len(id), MaxRequestID)
+	}
+	return nil
+}
+
+// RandomShard picks the shard of a new nonce uniformly at random.
+func RandomShard() string { return shardID(mrand.IntN(Shards)) }
+
+func shardID(i int) string { return string([]byte{hexDigits[i>>4], hexDigits[i&15]}) }
+
+// ShardOf returns the shard that issued nonce, or false when nonce does not have the shape of
+// an issued nonce (and so was never issued).
+func ShardOf(nonce string) (string, bool) {
+	if len(nonce) != nonceLen || nonce[2] != '_' || !validShard(nonce[:2]) {
+		return "", false
+	}
+	if b, err := encoding.DecodeString(nonce[3:]); err != nil || len(b) != randomBytes {
+		return "", false
+	}
+	return nonce[:2], true
+}
+
+func validShard(s string) bool {
+	if len(s) != 2 {
+		return false
+	}
+	for i := range 2 {
+		if (s[i] < '0' || s[i] > '9') && (s[i] < 'a' || s[i] > 'f') {
+			return false
+		}
+	}
+	return true
 }
 
 // Kind returns the actor kind.
 func Kind(cfg Config) actors.Kind {
-	return actors.Kind{Name: KindName, New: func(string) actors.Handler { return nil }}
+	cfg = cfg.withDefaults()
+	return actors.Kind{Name: KindName, New: func(string) actors.Handler { return &shard{cfg: cfg} }}
+}
+
+// shard is one shard's activation. It caches only the due time of its gc alarm, which it
+// reads from storage on first need and forgets whenever the alarm fires.
+type shard struct {
+	cfg Config
+	// gcKnown says gcAt is the due time of the pending gc alarm (0: none pending).
+	gcKnown bool
+	gcAt    int64
+}
+
+// record is the value of an n/ key. UsedAt is 0 while the nonce is unused.
+type record struct {
+	OrgID     string `json:"org_id"`
+	IssuedAt  int64  `json:"issued_at"`
+	ExpiresAt int64  `json:"expires_at"`
+	RemoveAt  int64  `json:"remove_at"`
+	UsedAt    int64  `json:"used_at,omitempty"`
+	RequestID string `json:"request_id,omitempty"`
+}
+
+var (
+	prefixNonce  = []byte("n/")
+	prefixRemove = []byte("t/")
+)
+
+func nonceKey(nonce string) []byte { return append(append([]byte(nil), prefixNonce...), nonce...) }
+
+func removeKey(at int64, nonce string) []byte {
+	k := binary.BigEndian.AppendUint64(append([]byte(nil), prefixRemove...), uint64(max(at, 0)))
+	return append(k, nonce...)
+}
+
+func parseRemoveKey(k []byte) (int64, string, error) {
+	rest, ok := bytes.CutPrefix(k, prefixRemove)
+	if !ok || len(rest) < 8 {
+		return 0, "", fmt.Errorf("malformed removal index key %q", k)
+	}
+	return int64(binary.BigEndian.Uint64(rest)), string(rest[8:]), nil
+}
+
+func (s *shard) Receive(ctx *actors.Context, req actors.Request) ([]byte, error) {
+	switch req.Method {
+	case MethodIssue:
+		var in IssueRequest
+		if err := json.Unmarshal(req.Body, &in); err != nil {
+			return nil, actors.Errorf("invalid_request", "malformed issue request: %v", err)
+		}
+		return s.issue(ctx, in)
+	case MethodConsume:
+		var in ConsumeRequest
+		if err := json.Unmarshal(req.Body, &in); err != nil {
+			return nil, actors.Errorf("invalid_request", "malformed consume request: %v", err)
+		}
+		return s.consume(ctx, in)
+	case MethodGet:
+		var in GetRequest
+		if err := json.Unmarshal(req.Body, &in); err != nil {
+			return nil, actors.Errorf("invalid_request", "malformed get request: %v", err)
+		}
+		return s.get(ctx, in.Nonce)
+	}
+	return nil, fmt.Errorf("nonce oracle: unknown method %q", req.Method)
+}
+
+// issue stores a fresh nonce for in.OrgID, generating again while the generated nonce exists.
+func (s *shard) issue(ctx *actors.Context, in IssueRequest) ([]byte, error) {
+	if err := ValidateOrg(in.OrgID); err != nil {
+		return nil, err
+	}
+	if !validShard(ctx.ID()) {
+		return nil, fmt.Errorf("nonce oracle: actor id %q is not a shard", ctx.ID())
+	}
+	var nonce string
+	for attempt := 0; ; attempt++ {
+		if attempt == maxIssueAttempts {
+			return nil, fmt.Errorf("nonce oracle %s: %d generated nonces all exist already; the random source is broken", ctx.ID(), attempt)
+		}
+		var err error
+		if nonce, err = s.generate(ctx.ID()); err != nil {
+			return nil, err
+		}
+		_, found, err := ctx.Get(nonceKey(nonce))
+		if err != nil {
+			return nil, err
+		}
+		if !found {
+			break
+		}
+	}
+	now := ctx.Now().UnixMilli()
+	rec := record{OrgID: in.OrgID, IssuedAt: now, ExpiresAt: now + s.cfg.TTL.Milliseconds()}
+	rec.RemoveAt = rec.ExpiresAt + s.cfg.Retention.Milliseconds()
+	reply, err := json.Marshal(Issued{Nonce: nonce, OrgID: rec.OrgID, IssuedAt: rec.IssuedAt, ExpiresAt: rec.ExpiresAt})
+	if err != nil {
+		return nil, err
+	}
+	if err := s.put(ctx, nonce, rec); err != nil {
+		return nil, err
+	}
+	ctx.Put(removeKey(rec.RemoveAt, nonce), []byte{})
+	if err := s.armGC(ctx, rec.RemoveAt); err != nil {
+		return nil, err
+	}
+	return reply, nil
+}
+
+// generate returns a new nonce of shard id.
+func (s *shard) generate(id string) (string, error) {
+	var b [randomBytes]byte
+	if _, err := io.ReadFull(s.cfg.Rand, b[:]); err != nil {
+		return "", fmt.Errorf("nonce oracle: random source: %w", err)
+	}
+	return id + "_" + encoding.EncodeToString(b[:]), nil
+}
+
+// armGC makes sure the gc alarm is due no later than at.
+func (s *shard) armGC(ctx *actors.Context, at int64) error {
+	if !s.gcKnown {
+		as, err := ctx.Alarms()
+		if err != nil {
+			return err
+		}
+		s.gcAt = 0
+		for _, a := range as {
+			if a.Name == GCAlarm {
+				s.gcAt = a.Due.UnixMilli()
+			}
+		}
+		s.gcKnown = true
+	}
+	if s.gcAt != 0 && s.gcAt <= at {
+		return nil
+	}
+	if err := ctx.SetAlarm(GCAlarm, time.UnixMilli(at)); err != nil {
+		s.gcKnown = false
+		return err
+	}
+	s.gcAt = at
+	return nil
+}
+
+// consume marks the nonce used by in.OrgID. Outcomes, in order: unknown_nonce (never issued
+// here, or past remove_at); org_mismatch; the same reply again when the nonce was used with
+// the same non-empty request_id; nonce_used; nonce_expired.
+func (s *shard) consume(ctx *actors.Context, in ConsumeRequest) ([]byte, error) {
+	if err := ValidateOrg(in.OrgID); err != nil {
+		return nil, err
+	}
+	if err := ValidateRequestID(in.RequestID); err != nil {
+		return nil, err
+	}
+	now := ctx.Now().UnixMilli()
+	rec, err := s.record(ctx, in.Nonce, now)
+	if err != nil {
+		return nil, err
+	}
+	if rec.OrgID != in.OrgID {
+		return nil, actors.Errorf("org_mismatch", "the nonce was issued to another organisation")
+	}
+	if rec.UsedAt != 0 {
+		if in.RequestID != "" && in.RequestID == rec.RequestID {
+			return json.Marshal(Consumed{Nonce: in.Nonce, UsedAt: rec.UsedAt})
+		}
+		return nil, actors.Errorf("nonce_used", "the nonce was used at %d", rec.UsedAt)
+	}
+	if now >= rec.ExpiresAt {
+		return nil, actors.Errorf("nonce_expired", "the nonce expired at %d", rec.ExpiresAt)
+	}
+	rec.UsedAt, rec.RequestID = now, in.RequestID
+	reply, err := json.Marshal(Consumed{Nonce: in.Nonce, UsedAt: now})
+	if err != nil {
+		return nil, err
+	}
+	if err := s.put(ctx, in.Nonce, rec); err != nil {
+		return nil, err
+	}
+	return reply, nil
+}
+
+// get answers the stored nonce (unknown_nonce when never issued here or past remove_at).
+func (s *shard) get(ctx *actors.Context, nonce string) ([]byte, error) {
+	rec, err := s.record(ctx, nonce, ctx.Now().UnixMilli())
+	if err != nil {
+		return nil, err
+	}
+	info := Info{Nonce: nonce, OrgID: rec.OrgID, IssuedAt: rec.IssuedAt, ExpiresAt: rec.ExpiresAt}
+	if rec.UsedAt != 0 {
+		info.UsedAt = &rec.UsedAt
+	}
+	return json.Marshal(info)
+}
+
+// record reads the nonce's record as of now: unknown_nonce when it is not a nonce of this
+// shard, is not stored, or is past its remove_at (collected or not).
+func (s *shard) record(ctx *actors.Context, nonce string, now int64) (record, error) {
+	var rec record
+	unknown := actors.Errorf("unknown_nonce", "no such nonce")
+	if id, ok := ShardOf(nonce); !ok || id != ctx.ID() {
+		return rec, unknown
+	}
+	v, found, err := ctx.Get(nonceKey(nonce))
+	if err != nil {
+		return rec, err
+	}
+	if !found {
+		return rec, unknown
+	}
+	if err := json.Unmarshal(v, &rec); err != nil {
+		return rec, fmt.Errorf("nonce oracle %s: record of %q: %w", ctx.ID(), nonce, err)
+	}
+	if now >= rec.RemoveAt {
+		return rec, unknown
+	}
+	return rec, nil
+}
+
+// put writes the nonce's record.
+func (s *shard) put(ctx *actors.Context, nonce string, rec record) error {
+	v, err := json.Marshal(rec)
+	if err != nil {
+		return fmt.Errorf("nonce oracle %s: encode record of %q: %w", ctx.ID(), nonce, err)
+	}
+	ctx.Put(nonceKey(nonce), v)
+	return nil
+}
+
+// Alarm runs the gc alarm: it deletes up to gcBatch nonces past their remove_at, earliest
+// first, and re-arms for the next remove_at (for now when due nonces remain). With nothing
+// left it lets the alarm go.
+func (s *shard) Alarm(ctx *actors.Context, a actors.Alarm) error {
+	if a.Name != GCAlarm {
+		return nil // not ours: nothing to do, and returning nil drops it
+	}
+	// A failed firing is moved later by the runtime: until this one succeeds, the cached due
+	// time is unknown.
+	s.gcKnown = false
+	now := ctx.Now().UnixMilli()
+	kvs, err := ctx.List(actors.ListOptions{Prefix: prefixRemove, Limit: gcBatch + 1})
+	if err != nil {
+		return err
+	}
+	next := int64(0)
+	for i, kv := range kvs {
+		at, nonce, err := parseRemoveKey(kv.Key)
+		if err != nil {
+			return fmt.Errorf("nonce oracle %s: %w", ctx.ID(), err)
+		}
+		if at > now {
+			next = at
+			break
+		}
+		if i == gcBatch {
+			next = now
+			break
+		}
+		ctx.Delete(nonceKey(nonce))
+		ctx.Delete(kv.Key)
+	}
+	if next != 0 {
+		if err := ctx.SetAlarm(GCAlarm, time.UnixMilli(next)); err != nil {
+			return err
+		}
+	}
+	s.gcKnown, s.gcAt = true, next
+	return nil
 }
