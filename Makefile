@@ -30,6 +30,7 @@ test-crash:
 
 fuzz:
 	$(GO) test -run='^$$' -fuzz=FuzzDecodeCommand -fuzztime=$(FUZZTIME) ./persistence
+	$(GO) test -run='^$$' -fuzz=FuzzRequestDecoding -fuzztime=$(FUZZTIME) ./api
 
 lint:
 	@out=$$(gofmt -l .); \
@@ -37,9 +38,14 @@ lint:
 	$(GO) vet ./...
 	$(STATICCHECK) ./...
 
-# Go benchmarks of the runtime on real Raft + Pebble (one node).
+# Go benchmarks of the runtime on real Raft + Pebble (one node), then the load benchmark
+# (bench/cmd/skbench): a fresh one-node shardkeeper under the domain workloads at 1, 16, 64
+# and 256 clients, and the nonce workload against Redis with appendfsync always; writes
+# bench/results/latest.json. Flags via BENCH_FLAGS, e.g. make bench BENCH_FLAGS='--duration 2s'.
 bench:
 	$(GO) test -run='^$$' -bench=. -benchtime=3s ./actors/
+	$(GO) build -o bin/skbench ./bench/cmd/skbench
+	./bin/skbench $(BENCH_FLAGS)
 
 # Three local nodes behind HAProxy on 127.0.0.1:8080 (health-checked with /readyz).
 cluster:
@@ -54,3 +60,11 @@ proto:
 
 clean:
 	rm -rf bin
+
+# The chaos suite (test/chaos): every fault against a three-node cluster under load, checked
+# with porcupine, for CHAOS_SEEDS seeds. Network partitions need root and nft (Debian package
+# nftables); without them those faults are skipped. The -short subset runs in make test.
+CHAOS_SEEDS ?= 3
+.PHONY: chaos
+chaos:
+	$(GO) test -count=1 -v -timeout 90m ./test/chaos/ -chaos.seeds=$(CHAOS_SEEDS)

@@ -1,0 +1,326 @@
+// Command skbench is shardkeeper's load benchmark. In one run it builds and starts a
+// one-node shardkeeper (fresh data directory), measures the domain workloads through the
+// client package at several client counts, then starts Redis with every write fsynced
+// (appendonly, appendfsync always) and measures the equivalent nonce workload over RESP.
+// It prints a table, the side-by-side nonce comparison with the shardkeeper/Redis ratio, and
+// writes the rows to a JSON file. Progress goes to stderr.
+//
+// Workloads (one operation each, closed loop, every client waiting for its answer):
+//
+//	oracle     POST /v1/nonces then POST /v1/nonces/{nonce}/consume
+//	           (Redis: SET nonce:<random> <org> NX PX <ttl>, then an atomic Lua consume)
+//	device     POST /v1/attest/bench/challenge then .../verify with an Ed25519 signature,
+//	           over a pool of pre-registered devices in one registry
+//	heartbeat  PUT /v1/servers/bench/{server_id}, rotating over a pool of ids
+//
+// Usage (from the repository root):
+//
+//	go run ./bench/cmd/skbench [--duration 5s] [--warmup 1s] [--clients 1,16,64,256]
+//	    [--workloads oracle,device,heartbeat] [--skip-redis] [--out bench/results/latest.json]
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/shardkeeper/shardkeeper/bench/internal/load"
+	"github.com/shardkeeper/shardkeeper/bench/internal/workload"
+)
+
+// opTimeout bounds one operation (it covers two requests).
+const opTimeout = 10 * time.Second
+
+// options are the command-line flags.
+type options struct {
+	duration, warmup time.Duration
+	clients          []int
+	workloads        []string
+	skipRedis        bool
+	out              string
+	bin              string
+	urls             []string
+	partitions       int
+	devices, servers int
+	keep             bool
+}
+
+func main() {
+	opts, err := parseFlags(os.Args[1:])
+	if errors.Is(err, flag.ErrHelp) {
+		return
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "skbench:", err)
+		os.Exit(2)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err = run(ctx, opts)
+	interrupted := ctx.Err() != nil
+	stop()
+	if err != nil {
+		if interrupted {
+			fmt.Fprintln(os.Stderr, "skbench: interrupted; every child process has been stopped")
+			os.Exit(130)
+		}
+		fmt.Fprintln(os.Stderr, "skbench:", err)
+		os.Exit(1)
+	}
+}
+
+func parseFlags(args []string) (options, error) {
+	var o options
+	fs := flag.NewFlagSet("skbench", flag.ContinueOnError)
+	fs.DurationVar(&o.duration, "duration", 5*time.Second, "measured time of each (workload, system, clients) run")
+	fs.DurationVar(&o.warmup, "warmup", time.Second, "unmeasured warm-up before each run")
+	clients := fs.String("clients", "1,16,64,256", "comma-separated concurrent client counts")
+	workloads := fs.String("workloads", "oracle,device,heartbeat", "comma-separated workloads: oracle, device, heartbeat")
+	fs.BoolVar(&o.skipRedis, "skip-redis", false, "do not run (or install) Redis")
+	fs.StringVar(&o.out, "out", filepath.Join("bench", "results", "latest.json"), "JSON results file")
+	fs.StringVar(&o.bin, "bin", "", "shardkeeper binary to run (default: go build one from this module)")
+	urls := fs.String("url", "", "comma-separated base URLs of a running shardkeeper to measure instead of starting one (its limits must be out of the workloads' reach)")
+	fs.IntVar(&o.partitions, "partitions", 16, "shardkeeper --partitions")
+	fs.IntVar(&o.devices, "devices", 256, "pre-registered devices of the device workload")
+	fs.IntVar(&o.servers, "servers", 1000, "server ids the heartbeat workload rotates over")
+	fs.BoolVar(&o.keep, "keep", false, "keep the temporary directory (data, logs, binary)")
+	if err := fs.Parse(args); err != nil {
+		return o, err
+	}
+	if fs.NArg() > 0 {
+		return o, fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	if o.duration <= 0 || o.warmup < 0 {
+		return o, errors.New("--duration must be > 0 and --warmup >= 0")
+	}
+	for _, s := range strings.Split(*clients, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(s))
+		if err != nil || n < 1 {
+			return o, fmt.Errorf("--clients: %q is not a positive integer", s)
+		}
+		o.clients = append(o.clients, n)
+	}
+	for _, s := range strings.Split(*workloads, ",") {
+		s = strings.TrimSpace(s)
+		if _, ok := workload.Names[s]; !ok {
+			return o, fmt.Errorf("--workloads: unknown workload %q (oracle, device, heartbeat)", s)
+		}
+		if !slices.Contains(o.workloads, s) {
+			o.workloads = append(o.workloads, s)
+		}
+	}
+	if *urls != "" {
+		o.urls = strings.Split(*urls, ",")
+	}
+	if o.devices < 1 || o.servers < 1 || o.partitions < 1 {
+		return o, errors.New("--devices, --servers and --partitions must be >= 1")
+	}
+	return o, nil
+}
+
+// logf prints a progress line on stderr.
+func logf(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, "skbench %s  %s\n", time.Now().Format("15:04:05"), fmt.Sprintf(format, args...))
+}
+
+func run(ctx context.Context, o options) error {
+	tmp, err := os.MkdirTemp("", "skbench-")
+	if err != nil {
+		return err
+	}
+	if o.keep {
+		defer logf("kept %s", tmp)
+	} else {
+		defer os.RemoveAll(tmp)
+	}
+	if avg, ok := loadAverage(); ok && avg > float64(runtime.NumCPU())/2 {
+		logf("WARNING: load average %.1f on %d CPUs: other processes compete for CPU and disk, so the numbers will be low and noisy", avg, runtime.NumCPU())
+	}
+	rows := []row{}
+	if err := runShardkeeper(ctx, o, tmp, &rows); err != nil {
+		return err
+	}
+	if slices.Contains(o.workloads, workload.Oracle) {
+		if o.skipRedis {
+			logf("--skip-redis: no Redis comparison")
+		} else if err := runRedis(ctx, o, tmp, &rows); err != nil {
+			return err
+		}
+	}
+	fmt.Println()
+	printTable(os.Stdout, rows)
+	printComparison(os.Stdout, rows)
+	printGoals(os.Stdout, rows)
+	if err := writeJSON(o.out, rows); err != nil {
+		return fmt.Errorf("write results: %w", err)
+	}
+	logf("results written to %s", o.out)
+	return nil
+}
+
+// runShardkeeper starts a fresh node (or uses --url) and measures every selected workload.
+func runShardkeeper(ctx context.Context, o options, tmp string, rows *[]row) error {
+	urls, proc := o.urls, (*process)(nil)
+	if len(urls) == 0 {
+		bin := o.bin
+		if bin == "" {
+			var err error
+			if bin, err = buildShardkeeper(ctx, tmp); err != nil {
+				return err
+			}
+		}
+		dir := filepath.Join(tmp, "shardkeeper")
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return err
+		}
+		node, err := startShardkeeper(ctx, bin, dir, o.partitions)
+		if err != nil {
+			return err
+		}
+		defer func() {
+			logf("stopping shardkeeper")
+			node.stop(15 * time.Second)
+		}()
+		urls, proc = []string{node.url}, node.process
+	}
+	c, err := benchClient(urls, slices.Max(o.clients))
+	if err != nil {
+		return err
+	}
+	for _, w := range o.workloads {
+		var opsFor func(clients int) []load.Op
+		switch w {
+		case workload.Oracle:
+			opsFor = func(n int) []load.Op { return workload.OracleOps(c, n) }
+		case workload.Device:
+			logf("registering %d devices in registry %q", o.devices, workload.Registry)
+			devs, err := workload.RegisterDevices(ctx, urls, o.devices)
+			if err != nil {
+				return err
+			}
+			opsFor = func(n int) []load.Op { return workload.DeviceOps(c, n, devs) }
+		case workload.Heartbeat:
+			opsFor = func(n int) []load.Op { return workload.HeartbeatOps(c, n, o.servers) }
+		}
+		for _, n := range o.clients {
+			r, err := measure(ctx, o, proc, workload.Names[w], sysShardkeeper, opsFor(n))
+			if err != nil {
+				return err
+			}
+			*rows = append(*rows, r)
+		}
+	}
+	return nil
+}
+
+// runRedis finds (or installs) Redis, starts it and measures the oracle workload on it.
+// Redis being unavailable is not an error: the comparison is skipped with a message.
+func runRedis(ctx context.Context, o options, tmp string, rows *[]row) error {
+	bin, why := findRedis(ctx)
+	if bin == "" {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		logf("SKIPPING the Redis comparison: %s", why)
+		return nil
+	}
+	dir := filepath.Join(tmp, "redis")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	rs, err := startRedis(ctx, bin, dir)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		logf("stopping redis-server")
+		rs.stop(10 * time.Second)
+	}()
+	sha, err := rs.loadScript(ctx)
+	if err != nil {
+		return err
+	}
+	for _, n := range o.clients {
+		ops, closeAll := workload.RedisOracleOps(rs.addr, sha, n, opTimeout)
+		r, err := measure(ctx, o, rs.process, workload.Names[workload.Oracle], sysRedis, ops)
+		closeAll()
+		if err != nil {
+			return err
+		}
+		*rows = append(*rows, r)
+	}
+	return nil
+}
+
+// measure runs ops against the server p (nil: not ours) and reports progress. A server that
+// died during the run, or an interrupt, is an error.
+func measure(ctx context.Context, o options, p *process, name, system string, ops []load.Op) (row, error) {
+	logf("%s on %s, %d clients: %v warm-up + %v", name, system, len(ops), o.warmup, o.duration)
+	cpu := startCPUMeter(p)
+	res := load.Run(ctx, load.Config{Warmup: o.warmup, Duration: o.duration, OpTimeout: opTimeout, Classify: workload.Classify}, ops)
+	if err := ctx.Err(); err != nil {
+		return row{}, err
+	}
+	usage := cpu.stop()
+	if p != nil {
+		select {
+		case <-p.done:
+			return row{}, p.exitedEarly()
+		default:
+		}
+	}
+	r := newRow(name, system, res)
+	logf("  → %.0f ops/s, p50 %.2f ms, p99 %.2f ms, errors %s%s", r.OpsPerS, r.P50ms, r.P99ms, r.errorSummary(), usage)
+	return r, nil
+}
+
+// cpuMeter measures the CPU used by the server and by the load generator during a run, to
+// tell a CPU-bound run from one that waits (on fsync, on a serial actor).
+type cpuMeter struct {
+	p                *process
+	start            time.Time
+	server, self     time.Duration
+	serverOK, selfOK bool
+}
+
+func startCPUMeter(p *process) *cpuMeter {
+	m := &cpuMeter{p: p, start: time.Now()}
+	if p != nil {
+		m.server, m.serverOK = processCPU(p.cmd.Process.Pid)
+	}
+	m.self, m.selfOK = selfCPU()
+	return m
+}
+
+// stop is ", CPU: server x cores, load generator y cores, machine load z/n" with what could
+// be measured.
+func (m *cpuMeter) stop() string {
+	wall := time.Since(m.start).Seconds()
+	var parts []string
+	if m.serverOK {
+		if now, ok := processCPU(m.p.cmd.Process.Pid); ok {
+			parts = append(parts, fmt.Sprintf("server %.2f cores", (now-m.server).Seconds()/wall))
+		}
+	}
+	if m.selfOK {
+		if now, ok := selfCPU(); ok {
+			parts = append(parts, fmt.Sprintf("load generator %.2f cores", (now-m.self).Seconds()/wall))
+		}
+	}
+	if avg, ok := loadAverage(); ok {
+		parts = append(parts, fmt.Sprintf("load average %.1f on %d CPUs", avg, runtime.NumCPU()))
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	return "; CPU: " + strings.Join(parts, ", ")
+}

@@ -1,0 +1,150 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"strconv"
+	"syscall"
+	"time"
+)
+
+// process is a child process (shardkeeper or redis-server) whose output goes to a log file.
+// Children get SIGKILL when the benchmark dies (Pdeathsig, on Linux), and stop() is deferred
+// by whoever starts them, so neither a Ctrl-C nor a crash of the benchmark leaves one behind.
+type process struct {
+	name    string
+	logPath string
+	cmd     *exec.Cmd
+	done    chan struct{} // closed when the process has exited
+	err     error         // its exit status, valid after done
+}
+
+// startProcess starts bin with args, its stdout and stderr appended to logPath.
+func startProcess(name, logPath, bin string, args ...string) (*process, error) {
+	logFile, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("%s: log file: %w", name, err)
+	}
+	cmd := exec.Command(bin, args...)
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	cmd.SysProcAttr = childAttr()
+	if err := cmd.Start(); err != nil {
+		_ = logFile.Close()
+		return nil, fmt.Errorf("start %s: %w", name, err)
+	}
+	p := &process{name: name, logPath: logPath, cmd: cmd, done: make(chan struct{})}
+	go func() {
+		p.err = cmd.Wait()
+		_ = logFile.Close()
+		close(p.done)
+	}()
+	return p, nil
+}
+
+// stop sends SIGTERM, waits up to grace for the exit, then kills. It is idempotent.
+func (p *process) stop(grace time.Duration) {
+	select {
+	case <-p.done:
+		return
+	default:
+	}
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.done:
+	case <-time.After(grace):
+		logf("%s did not exit %v after SIGTERM; killing it", p.name, grace)
+		_ = p.cmd.Process.Kill()
+		<-p.done
+	}
+}
+
+// exitedEarly is the error of a process that exited while it should be serving, with the
+// end of its log.
+func (p *process) exitedEarly() error {
+	return fmt.Errorf("%s exited: %v; end of %s:\n%s", p.name, p.err, p.logPath, logTail(p.logPath, 20))
+}
+
+// waitFor polls check every 20 ms until it succeeds, p exits, ctx ends or timeout passes.
+func (p *process) waitFor(ctx context.Context, timeout time.Duration, what string, check func(context.Context) error) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		cctx, cancel := context.WithTimeout(ctx, time.Second)
+		err := check(cctx)
+		cancel()
+		if err == nil {
+			return nil
+		}
+		select {
+		case <-p.done:
+			return p.exitedEarly()
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%s not %s after %v: %v; end of %s:\n%s", p.name, what, timeout, err, p.logPath, logTail(p.logPath, 20))
+		}
+	}
+}
+
+// logTail is the last n lines of the file at path.
+func logTail(path string, n int) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "(" + err.Error() + ")"
+	}
+	lines := bytes.Split(bytes.TrimRight(b, "\n"), []byte("\n"))
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return string(bytes.Join(lines, []byte("\n")))
+}
+
+// freePorts returns n distinct loopback ports that are free for TCP and UDP right now (gossip
+// needs both). Another process could take one before it is used; the child then fails to
+// start and says so.
+func freePorts(n int) ([]int, error) {
+	var ports []int
+	var held []net.Listener
+	defer func() {
+		for _, l := range held {
+			_ = l.Close()
+		}
+	}()
+	for len(ports) < n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, fmt.Errorf("find a free port: %w", err)
+		}
+		held = append(held, l)
+		port := l.Addr().(*net.TCPAddr).Port
+		u, err := net.ListenPacket("udp", "127.0.0.1:"+strconv.Itoa(port))
+		if err != nil {
+			continue // UDP side taken: keep the TCP listener held and try another
+		}
+		_ = u.Close()
+		ports = append(ports, port)
+	}
+	return ports, nil
+}
+
+// runLogged runs a short command (go build, apt-get) with its output on our stderr.
+func runLogged(ctx context.Context, env []string, bin string, args ...string) error {
+	cmd := exec.CommandContext(ctx, bin, args...)
+	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	cmd.Env = append(os.Environ(), env...)
+	cmd.SysProcAttr = childAttr()
+	if err := cmd.Run(); err != nil {
+		var exit *exec.ExitError
+		if errors.As(err, &exit) {
+			return fmt.Errorf("%s %v: %w", bin, args, err)
+		}
+		return err
+	}
+	return nil
+}

@@ -1,0 +1,121 @@
+// Package bench_test runs the benchmark workloads against an in-process node, so that one
+// `go test -cpuprofile` profile holds the server and the load generator together (the
+// server has no pprof endpoint):
+//
+//	go test -run '^$' -bench InProcess -benchtime 10s -cpuprofile /tmp/cpu.out ./bench/
+//	go tool pprof -top /tmp/cpu.out
+//
+// BENCH_CLIENTS sets the concurrent clients (default 64).
+package bench_test
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"runtime"
+	"strconv"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/shardkeeper/shardkeeper/api"
+	"github.com/shardkeeper/shardkeeper/bench/internal/load"
+	"github.com/shardkeeper/shardkeeper/bench/internal/workload"
+	"github.com/shardkeeper/shardkeeper/client"
+	"github.com/shardkeeper/shardkeeper/config"
+	"github.com/shardkeeper/shardkeeper/node"
+)
+
+// startNode starts a one-node server as skbench does (16 partitions, limits out of reach)
+// and returns its base URL.
+func startNode(b *testing.B) string {
+	b.Helper()
+	cfg := config.Default()
+	cfg.NodeID = "bench"
+	cfg.DataDir = b.TempDir()
+	cfg.HTTPAddr, cfg.RaftAddr, cfg.GossipAddr, cfg.RemoteAddr = "127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0"
+	cfg.Partitions = 16
+	cfg.MaxPendingPerDevice, cfg.MaxDevices, cfg.MaxServers = 1_000_000, 1_000_000, 1_000_000
+	cfg.LogLevel = "error"
+	logger := slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
+	n, err := node.Start(cfg, node.Options{Logger: logger, Kinds: api.Kinds(cfg),
+		Routes: func(mux *http.ServeMux, caller api.Caller) { api.Register(mux, caller, cfg) }})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := n.Shutdown(ctx); err != nil {
+			b.Error(err)
+		}
+	})
+	url := "http://" + n.HTTPAddr()
+	c, err := client.New([]string{url})
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := c.WaitReady(ctx, 10*time.Millisecond); err != nil {
+		b.Fatal(err)
+	}
+	return url
+}
+
+func BenchmarkInProcess(b *testing.B) {
+	clients := 64
+	if s := os.Getenv("BENCH_CLIENTS"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 {
+			b.Fatalf("BENCH_CLIENTS=%q", s)
+		}
+		clients = n
+	}
+	url := startNode(b)
+	tr := &http.Transport{DialContext: (&net.Dialer{Timeout: 5 * time.Second}).DialContext,
+		MaxIdleConns: 2 * clients, MaxIdleConnsPerHost: 2 * clients}
+	c, err := client.New([]string{url}, client.WithRetryPolicy(client.NoRetry), client.WithHTTPClient(&http.Client{Transport: tr}))
+	if err != nil {
+		b.Fatal(err)
+	}
+	devs, err := workload.RegisterDevices(context.Background(), []string{url}, 256)
+	if err != nil {
+		b.Fatal(err)
+	}
+	// RunParallel starts parallelism·GOMAXPROCS goroutines: round clients up to a multiple.
+	parallelism := (clients + runtime.GOMAXPROCS(0) - 1) / runtime.GOMAXPROCS(0)
+	goroutines := parallelism * runtime.GOMAXPROCS(0)
+	for _, w := range []struct {
+		name string
+		ops  func(n int) []load.Op
+	}{
+		{workload.Oracle, func(n int) []load.Op { return workload.OracleOps(c, n) }},
+		{workload.Device, func(n int) []load.Op { return workload.DeviceOps(c, n, devs) }},
+		{workload.Heartbeat, func(n int) []load.Op { return workload.HeartbeatOps(c, n, 1000) }},
+	} {
+		b.Run(fmt.Sprintf("%s/clients=%d", w.name, goroutines), func(b *testing.B) {
+			ops := w.ops(goroutines)
+			var next, failed atomic.Int64
+			b.SetParallelism(parallelism)
+			b.ResetTimer()
+			b.RunParallel(func(pb *testing.PB) {
+				op := ops[next.Add(1)-1] // one op per goroutine: ops keep per-client state
+				for pb.Next() {
+					if err := op(context.Background()); err != nil {
+						if failed.Add(1) == 1 {
+							b.Errorf("%s: %v", w.name, err)
+						}
+					}
+				}
+			})
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "ops/s")
+			if n := failed.Load(); n > 0 {
+				b.Errorf("%d of %d operations failed", n, b.N)
+			}
+		})
+	}
+}

@@ -1,0 +1,119 @@
+package client
+
+import (
+	"context"
+	"crypto/ed25519"
+	"net/http"
+)
+
+// RegisterDeviceRequest is the body of POST /v1/attest/{registry}/register.
+type RegisterDeviceRequest struct {
+	DeviceID  string `json:"device_id"`
+	Version   string `json:"version"`
+	Platform  string `json:"platform"`
+	BuildHash string `json:"build_hash"`
+	// PublicKey is the device's 32-byte Ed25519 public key (base64 in JSON).
+	PublicKey []byte `json:"public_key"`
+}
+
+// Registration is the answer of a device registration.
+type Registration struct {
+	DeviceID     string `json:"device_id"`
+	RegisteredAt int64  `json:"registered_at"` // Unix ms
+	LastSeen     int64  `json:"last_seen"`     // Unix ms
+	// Created is true for a new device (201), false for a re-registration (200).
+	Created bool `json:"-"`
+}
+
+// Challenge is the answer of POST /v1/attest/{registry}/challenge.
+type Challenge struct {
+	Nonce     string `json:"nonce"`
+	ExpiresAt int64  `json:"expires_at"` // Unix ms
+}
+
+// VerifyRequest is the body of POST /v1/attest/{registry}/verify.
+type VerifyRequest struct {
+	DeviceID string `json:"device_id"`
+	Nonce    string `json:"nonce"`
+	// Signature is the Ed25519 signature of the nonce's UTF-8 bytes (base64 in JSON); see
+	// SignNonce.
+	Signature []byte `json:"signature"`
+}
+
+// Verification is the answer of a successful verify.
+type Verification struct {
+	Verified   bool   `json:"verified"`
+	DeviceID   string `json:"device_id"`
+	VerifiedAt int64  `json:"verified_at"` // Unix ms
+}
+
+// Device is the answer of GET /v1/attest/{registry}/devices/{device_id}.
+type Device struct {
+	DeviceID          string `json:"device_id"`
+	Version           string `json:"version"`
+	Platform          string `json:"platform"`
+	BuildHash         string `json:"build_hash"`
+	RegisteredAt      int64  `json:"registered_at"` // Unix ms
+	LastSeen          int64  `json:"last_seen"`     // Unix ms
+	PendingChallenges int    `json:"pending_challenges"`
+}
+
+// SignNonce signs a challenge nonce as verify expects: Ed25519 over its UTF-8 bytes.
+func SignNonce(key ed25519.PrivateKey, nonce string) []byte {
+	return ed25519.Sign(key, []byte(nonce))
+}
+
+func attestPath(registry, rest string) string { return "/v1/attest/" + seg(registry) + rest }
+
+// RegisterDevice registers a device, or re-registers it (Created false). Idempotent.
+func (c *Client) RegisterDevice(ctx context.Context, registry string, req RegisterDeviceRequest) (*Registration, error) {
+	var out Registration
+	status, err := c.do(ctx, call{method: http.MethodPost, path: attestPath(registry, "/register"), body: req, idempotent: true}, &out)
+	if err != nil {
+		return nil, err
+	}
+	out.Created = status == http.StatusCreated
+	return &out, nil
+}
+
+// Challenge issues a challenge nonce for a registered device. Not idempotent: a transport
+// error other than a failed dial is returned, not retried (a lost answer may have left a
+// pending challenge, which counts toward max_pending_per_device until it expires).
+func (c *Client) Challenge(ctx context.Context, registry, deviceID string) (*Challenge, error) {
+	var out Challenge
+	body := struct {
+		DeviceID string `json:"device_id"`
+	}{deviceID}
+	if _, err := c.do(ctx, call{method: http.MethodPost, path: attestPath(registry, "/challenge"), body: body}, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// Verify checks a signed challenge. Not idempotent: the first attempt that reaches the
+// server consumes the nonce whatever its outcome, so a transport error other than a failed
+// dial is returned, not retried. A retried 503 may likewise answer 409 nonce_used when the
+// first attempt was applied after all; ask for a new challenge then.
+func (c *Client) Verify(ctx context.Context, registry string, req VerifyRequest) (*Verification, error) {
+	var out Verification
+	if _, err := c.do(ctx, call{method: http.MethodPost, path: attestPath(registry, "/verify"), body: req}, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// GetDevice reads a device.
+func (c *Client) GetDevice(ctx context.Context, registry, deviceID string) (*Device, error) {
+	var out Device
+	if _, err := c.do(ctx, call{method: http.MethodGet, path: attestPath(registry, "/devices/"+seg(deviceID)), idempotent: true}, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// DeleteDevice removes a device (admin). A call retried after a lost answer may end in
+// 404 unknown_device because its first attempt deleted the device.
+func (c *Client) DeleteDevice(ctx context.Context, registry, deviceID string) error {
+	_, err := c.do(ctx, call{method: http.MethodDelete, path: attestPath(registry, "/devices/"+seg(deviceID)), admin: true, idempotent: true}, nil)
+	return err
+}

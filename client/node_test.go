@@ -1,0 +1,189 @@
+package client_test
+
+import (
+	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"net/http"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/shardkeeper/shardkeeper/api"
+	"github.com/shardkeeper/shardkeeper/client"
+	"github.com/shardkeeper/shardkeeper/config"
+	"github.com/shardkeeper/shardkeeper/node"
+)
+
+// startNode starts an in-process one-node server on loopback (real Raft and Pebble) with an
+// admin token, and returns a client of it and its base URL.
+func startNode(t *testing.T) (*client.Client, string) {
+	t.Helper()
+	cfg := config.Default()
+	cfg.NodeID = "client-test"
+	cfg.DataDir = t.TempDir()
+	cfg.HTTPAddr, cfg.RaftAddr, cfg.GossipAddr, cfg.RemoteAddr = "127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0"
+	cfg.Partitions = 4
+	cfg.RaftHeartbeatTimeout, cfg.RaftElectionTimeout = 100*time.Millisecond, 100*time.Millisecond
+	cfg.AdminToken = "s3cret"
+	cfg.LogLevel = "error"
+	logger := slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
+	n, err := node.Start(cfg, node.Options{Logger: logger, Kinds: api.Kinds(cfg),
+		Routes: func(mux *http.ServeMux, caller api.Caller) { api.Register(mux, caller, cfg) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := n.Shutdown(ctx); err != nil {
+			t.Error(err)
+		}
+	})
+	url := "http://" + n.HTTPAddr()
+	c, err := client.New([]string{url}, client.WithAdminToken("s3cret"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := c.WaitReady(ctx, 10*time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	return c, url
+}
+
+// wantCode fails unless err is an *APIError with status and code.
+func wantCode(t *testing.T, err error, status int, code string) {
+	t.Helper()
+	var apiErr *client.APIError
+	if !errors.As(err, &apiErr) || apiErr.Status != status || apiErr.Code != code {
+		t.Fatalf("err %v, want %d %s", err, status, code)
+	}
+}
+
+// TestAgainstNode drives every endpoint of the client against a real node: the contract's
+// success paths and a representative error of each area.
+func TestAgainstNode(t *testing.T) {
+	c, url := startNode(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+
+	t.Run("ops", func(t *testing.T) {
+		if err := c.Healthz(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Readyz(ctx); err != nil {
+			t.Fatal(err)
+		}
+		st, err := c.Cluster(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.NodeID != "client-test" || len(st.Partitions) != 4 || st.Partitions[0].Leader != "client-test" {
+			t.Fatalf("cluster %+v", st)
+		}
+	})
+
+	t.Run("devices", func(t *testing.T) {
+		pub, priv, err := ed25519.GenerateKey(rand.Reader)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req := client.RegisterDeviceRequest{DeviceID: "dev-1", Version: "1.0", Platform: "linux", BuildHash: "abc", PublicKey: pub}
+		reg, err := c.RegisterDevice(ctx, "fleet", req)
+		if err != nil || !reg.Created || reg.DeviceID != "dev-1" {
+			t.Fatalf("register = %+v, %v", reg, err)
+		}
+		if reg, err = c.RegisterDevice(ctx, "fleet", req); err != nil || reg.Created {
+			t.Fatalf("re-register = %+v, %v; want 200", reg, err)
+		}
+		ch, err := c.Challenge(ctx, "fleet", "dev-1")
+		if err != nil || ch.Nonce == "" || ch.ExpiresAt == 0 {
+			t.Fatalf("challenge = %+v, %v", ch, err)
+		}
+		d, err := c.GetDevice(ctx, "fleet", "dev-1")
+		if err != nil || d.PendingChallenges != 1 || d.Platform != "linux" {
+			t.Fatalf("device = %+v, %v", d, err)
+		}
+		v, err := c.Verify(ctx, "fleet", client.VerifyRequest{DeviceID: "dev-1", Nonce: ch.Nonce, Signature: client.SignNonce(priv, ch.Nonce)})
+		if err != nil || !v.Verified || v.DeviceID != "dev-1" || v.VerifiedAt == 0 {
+			t.Fatalf("verify = %+v, %v", v, err)
+		}
+		_, err = c.Verify(ctx, "fleet", client.VerifyRequest{DeviceID: "dev-1", Nonce: ch.Nonce, Signature: client.SignNonce(priv, ch.Nonce)})
+		wantCode(t, err, http.StatusConflict, "nonce_used")
+		ch, err = c.Challenge(ctx, "fleet", "dev-1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = c.Verify(ctx, "fleet", client.VerifyRequest{DeviceID: "dev-1", Nonce: ch.Nonce, Signature: client.SignNonce(priv, "other")})
+		wantCode(t, err, http.StatusUnauthorized, "invalid_signature")
+		_, err = c.Challenge(ctx, "fleet", "nobody")
+		wantCode(t, err, http.StatusNotFound, "unknown_device")
+		if err := c.DeleteDevice(ctx, "fleet", "dev-1"); err != nil {
+			t.Fatal(err)
+		}
+		_, err = c.GetDevice(ctx, "fleet", "dev-1")
+		wantCode(t, err, http.StatusNotFound, "unknown_device")
+		_, err = c.GetDevice(ctx, "fleet", "bad id!")
+		wantCode(t, err, http.StatusBadRequest, "invalid_id")
+	})
+
+	t.Run("servers", func(t *testing.T) {
+		hb, err := c.PutServer(ctx, "edge", "s-1", client.PutServerRequest{Address: "10.0.0.1:443", Region: "eu", Meta: json.RawMessage(`{"v":1}`)})
+		if err != nil || !hb.Created || hb.ServerID != "s-1" {
+			t.Fatalf("put = %+v, %v", hb, err)
+		}
+		if hb, err = c.PutServer(ctx, "edge", "s-1", client.PutServerRequest{Address: "10.0.0.1:443"}); err != nil || hb.Created {
+			t.Fatalf("heartbeat = %+v, %v; want 200", hb, err)
+		}
+		list, err := c.ListServers(ctx, "edge")
+		if err != nil || len(list) != 1 || list[0].ServerID != "s-1" || list[0].Address != "10.0.0.1:443" {
+			t.Fatalf("list = %+v, %v", list, err)
+		}
+		if err := c.DeleteServer(ctx, "edge", "s-1"); err != nil {
+			t.Fatal(err)
+		}
+		if list, err = c.ListServers(ctx, "edge"); err != nil || len(list) != 0 {
+			t.Fatalf("list after delete = %+v, %v", list, err)
+		}
+		wantCode(t, c.DeleteServer(ctx, "edge", "s-1"), http.StatusNotFound, "unknown_server")
+	})
+
+	t.Run("nonces", func(t *testing.T) {
+		n, err := c.IssueNonce(ctx, "acme")
+		if err != nil || n.Nonce == "" || n.OrgID != "acme" || n.ExpiresAt <= n.IssuedAt || n.UsedAt != nil {
+			t.Fatalf("issue = %+v, %v", n, err)
+		}
+		_, err = c.ConsumeNonce(ctx, n.Nonce, client.ConsumeRequest{OrgID: "other"})
+		wantCode(t, err, http.StatusForbidden, "org_mismatch")
+		used, err := c.ConsumeNonce(ctx, n.Nonce, client.ConsumeRequest{OrgID: "acme", RequestID: "req-1"})
+		if err != nil || used.Nonce != n.Nonce || used.UsedAt == 0 {
+			t.Fatalf("consume = %+v, %v", used, err)
+		}
+		// The same request id is answered 200 again (a retry after a lost answer); another is 409.
+		again, err := c.ConsumeNonce(ctx, n.Nonce, client.ConsumeRequest{OrgID: "acme", RequestID: "req-1"})
+		if err != nil || again.UsedAt != used.UsedAt {
+			t.Fatalf("consume retry = %+v, %v; want the first answer", again, err)
+		}
+		_, err = c.ConsumeNonce(ctx, n.Nonce, client.ConsumeRequest{OrgID: "acme"})
+		wantCode(t, err, http.StatusConflict, "nonce_used")
+		got, err := c.GetNonce(ctx, n.Nonce)
+		if err != nil || got.UsedAt == nil || *got.UsedAt != used.UsedAt {
+			t.Fatalf("get = %+v, %v", got, err)
+		}
+		_, err = c.GetNonce(ctx, "never-issued")
+		wantCode(t, err, http.StatusNotFound, "unknown_nonce")
+	})
+
+	t.Run("admin token", func(t *testing.T) {
+		anon, err := client.New([]string{url})
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantCode(t, anon.DeleteServer(ctx, "edge", "s-1"), http.StatusUnauthorized, "unauthorized")
+	})
+}
