@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/bloom"
 )
 
 // Store is the node's single Pebble database. It holds the Raft logs, stable stores and
@@ -28,9 +29,18 @@ func Open(dir string, logger *slog.Logger) (*Store, error) {
 	if logger == nil {
 		logger = slog.Default()
 	}
+	cache := pebble.NewCache(128 << 20)
+	defer cache.Unref() // the DB holds its own reference
 	opts := &pebble.Options{
 		FormatMajorVersion: pebble.FormatNewest,
 		Logger:             pebbleLogger{logger},
+		Cache:              cache,
+		MemTableSize:       64 << 20,
+	}
+	// Bloom filters on every level: point reads of absent keys (a fresh nonce, an unknown
+	// device) are common and must not read data blocks.
+	for i := range opts.Levels {
+		opts.Levels[i].FilterPolicy = bloom.FilterPolicy(10)
 	}
 	db, err := pebble.Open(dir, opts)
 	if err != nil {
