@@ -1,7 +1,70 @@
-// Package device is a stub replaced by its implementation.
+// Package device is the device attestation registry kind (seed: Cloudflare
+// AttestationRegistryDO): one actor per registry name holds devices, each with an Ed25519
+// public key, and the challenge nonces issued to them. A device proves it holds its key by
+// signing a challenge nonce; the first verify attempt consumes the nonce whatever its outcome.
+//
+// Expiry is decided when reading, with the partition clock (ctx.Now): a nonce is expired once
+// now >= expires_at; a device is live while now < last_seen + DeviceTTL. Deleting what expired
+// is only garbage collection — by the single "gc" alarm and, inline, by any message that meets
+// an expired device — so an expired device behaves exactly as if it had been collected.
+//
+// A nonce's record is kept for one more NonceTTL after it expires (its retention), used or
+// not, so that a late or replayed verify is answered nonce_expired or nonce_used rather than
+// unknown_nonce; then the gc alarm removes it. Once removed, a verify of it is unknown_nonce:
+// still refused, since it no longer has a record to match.
+//
+// # Storage layout
+//
+// User keys of one registry actor (<u64> is big-endian, so byte order is time order; device
+// ids match ^[A-Za-z0-9_-]{1,128}$ and never contain '/'):
+//
+//	meta/count                      u64: how many dev/ records are stored (absent when 0)
+//	dev/<device_id>                 device record (JSON): key, version, platform, build hash,
+//	                                times, and its count of pend/ entries
+//	seen/<u64 last_seen><device_id> empty; device expiry index, oldest last_seen first
+//	nonce/<nonce>                   nonce record: u64 expires_at, used flag byte, device id
+//	exp/<u64 expires_at><nonce>     a copy of the nonce record; the nonce expiry index,
+//	                                earliest first (collected at expires_at + NonceTTL)
+//	pend/<device_id>/<u64 expires_at><nonce>
+//	                                empty; the device's unused nonces, earliest first
+//
+// Invariants, after every committed message:
+//   - every dev/ record has exactly one seen/ entry, carrying its last_seen, and vice versa;
+//   - meta/count equals the number of dev/ records, so counting is O(1);
+//   - every nonce/ record has exactly one exp/ entry, holding the same value; it has a pend/
+//     entry exactly when it is unused, and then its device has a dev/ record (removing a
+//     device removes its unused nonces; a used nonce stays, as a replay marker, until its
+//     retention ends);
+//   - a device record's pending count equals the number of its pend/ entries, expired or not,
+//     so a device below MaxPending is known to be so in O(1);
+//   - while any seen/ or exp/ entry exists the "gc" alarm is pending, due no later than the
+//     earliest collection time among them (expires_at + NonceTTL, last_seen + DeviceTTL), or
+//     already due (a firing that leaves due entries behind re-arms for its own time);
+//   - a registry whose entries have all expired and been collected holds no keys at all.
+//
+// Every message touches O(1) keys plus the entries it returns or removes: the pending count of
+// a device is a range of its pend/ index (read only when its stored count reaches MaxPending,
+// or for GET), never a scan of all nonces.
+//
+// # Methods
+//
+// MethodRegister (body Registration, reply Registered), MethodChallenge (ChallengeRequest,
+// Challenge), MethodVerify (Verification, Verified), MethodGet (DeviceRef, Device),
+// MethodDelete (DeviceRef, empty reply). Domain outcomes are *actors.Error with the codes
+// invalid_request, invalid_id, registry_full, unknown_device, too_many_pending, unknown_nonce,
+// nonce_used, nonce_expired and invalid_signature (see the API contract).
 package device
 
 import (
+	"bytes"
+	"crypto/ed25519"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"regexp"
 	"time"
 
 	"github.com/shardkeeper/shardkeeper/actors"
@@ -10,15 +73,828 @@ import (
 // KindName is the actor kind's name.
 const KindName = "device-registry"
 
-// Config holds the kind's limits.
+// Config holds the kind's limits. All must be positive (config.Validate ensures it).
 type Config struct {
-	NonceTTL   time.Duration // --attest-nonce-ttl
-	MaxPending int           // --max-pending-per-device
-	MaxDevices int           // --max-devices
-	DeviceTTL  time.Duration // --device-ttl
+	NonceTTL   time.Duration // --attest-nonce-ttl: lifetime of a challenge nonce
+	MaxPending int           // --max-pending-per-device: unexpired unused nonces per device
+	MaxDevices int           // --max-devices: devices per registry
+	DeviceTTL  time.Duration // --device-ttl: devices not seen for this long are removed
+}
+
+// Methods of a registry actor.
+const (
+	MethodRegister  = "register"
+	MethodChallenge = "challenge"
+	MethodVerify    = "verify"
+	MethodGet       = "get"
+	MethodDelete    = "delete"
+)
+
+// GCAlarm is the name of the one alarm that deletes expired nonces and devices.
+const GCAlarm = "gc"
+
+// gcBatch bounds the nonces and devices one firing of the gc alarm, or one registration into
+// a full registry, deletes. A firing that leaves due entries behind re-arms the alarm for now.
+const gcBatch = 1000
+
+// nonceBytes is the entropy of a challenge nonce; it is sent base64url without padding.
+const nonceBytes = 32
+
+// Registration is the body of MethodRegister and of the register endpoints. PublicKey is a
+// base64 Ed25519 public key (standard or URL alphabet, padded or not) of 32 bytes.
+type Registration struct {
+	DeviceID  string `json:"device_id"`
+	Version   string `json:"version"`
+	Platform  string `json:"platform"`
+	BuildHash string `json:"build_hash"`
+	PublicKey string `json:"public_key"`
+}
+
+// Registered is the reply of MethodRegister. Created is true for a new device (including one
+// registering again after it expired or was deleted), false for a re-registration.
+type Registered struct {
+	DeviceID     string `json:"device_id"`
+	RegisteredAt int64  `json:"registered_at"`
+	LastSeen     int64  `json:"last_seen"`
+	Created      bool   `json:"created"`
+}
+
+// ChallengeRequest is the body of MethodChallenge and of the challenge endpoints.
+type ChallengeRequest struct {
+	DeviceID string `json:"device_id"`
+}
+
+// Challenge is the reply of MethodChallenge: a fresh nonce and when it expires (Unix ms).
+type Challenge struct {
+	Nonce     string `json:"nonce"`
+	ExpiresAt int64  `json:"expires_at"`
+}
+
+// Verification is the body of MethodVerify and of the verify endpoints. Signature is a base64
+// Ed25519 signature over the UTF-8 bytes of Nonce; a bad encoding is a failed verify attempt.
+type Verification struct {
+	DeviceID  string `json:"device_id"`
+	Nonce     string `json:"nonce"`
+	Signature string `json:"signature"`
+}
+
+// Verified is the reply of a successful MethodVerify.
+type Verified struct {
+	Verified   bool   `json:"verified"`
+	DeviceID   string `json:"device_id"`
+	VerifiedAt int64  `json:"verified_at"`
+}
+
+// DeviceRef is the body of MethodGet and MethodDelete.
+type DeviceRef struct {
+	DeviceID string `json:"device_id"`
+}
+
+// Device is the reply of MethodGet. PendingChallenges counts the device's unexpired, unused
+// nonces.
+type Device struct {
+	DeviceID          string `json:"device_id"`
+	Version           string `json:"version"`
+	Platform          string `json:"platform"`
+	BuildHash         string `json:"build_hash"`
+	RegisteredAt      int64  `json:"registered_at"`
+	LastSeen          int64  `json:"last_seen"`
+	PendingChallenges int    `json:"pending_challenges"`
+}
+
+var (
+	deviceIDPattern = regexp.MustCompile(`^[A-Za-z0-9_-]{1,128}$`)
+	noncePattern    = regexp.MustCompile(`^[A-Za-z0-9_-]{1,128}$`)
+)
+
+// Validate checks r. Errors: invalid_request (a field missing or empty; public_key not base64
+// of exactly 32 bytes), invalid_id (device_id malformed).
+func (r Registration) Validate() *actors.Error {
+	if err := checkDeviceID(r.DeviceID); err != nil {
+		return err
+	}
+	for _, f := range []struct{ name, v string }{{"version", r.Version}, {"platform", r.Platform},
+		{"build_hash", r.BuildHash}, {"public_key", r.PublicKey}} {
+		if f.v == "" {
+			return missing(f.name)
+		}
+	}
+	if k := decodeBase64(r.PublicKey); len(k) != ed25519.PublicKeySize {
+		return actors.Errorf("invalid_request", "public_key must be the base64 encoding of a %d-byte Ed25519 key", ed25519.PublicKeySize)
+	}
+	return nil
+}
+
+// Validate checks c: device_id present (invalid_request) and well formed (invalid_id).
+func (c ChallengeRequest) Validate() *actors.Error { return checkDeviceID(c.DeviceID) }
+
+// Validate checks d: device_id present (invalid_request) and well formed (invalid_id).
+func (d DeviceRef) Validate() *actors.Error { return checkDeviceID(d.DeviceID) }
+
+// Validate checks v: every field present (invalid_request), device_id well formed
+// (invalid_id), and nonce well formed — a nonce that does not parse was never issued, so it is
+// unknown_nonce. The signature's encoding is checked by the verify attempt itself.
+func (v Verification) Validate() *actors.Error {
+	if err := checkDeviceID(v.DeviceID); err != nil {
+		return err
+	}
+	if v.Nonce == "" {
+		return missing("nonce")
+	}
+	if v.Signature == "" {
+		return missing("signature")
+	}
+	if !noncePattern.MatchString(v.Nonce) {
+		return actors.Errorf("unknown_nonce", "nonce was not issued by this registry")
+	}
+	return nil
+}
+
+func checkDeviceID(id string) *actors.Error {
+	if id == "" {
+		return missing("device_id")
+	}
+	if !deviceIDPattern.MatchString(id) {
+		return actors.Errorf("invalid_id", "device_id %q is not a valid identifier", id)
+	}
+	return nil
+}
+
+func missing(field string) *actors.Error {
+	return actors.Errorf("invalid_request", "missing required field %q", field)
+}
+
+// decodeBase64 decodes s in any of the standard and URL-safe alphabets, padded or not; nil
+// when it is none of them.
+func decodeBase64(s string) []byte {
+	for _, enc := range []*base64.Encoding{base64.StdEncoding, base64.RawStdEncoding,
+		base64.URLEncoding, base64.RawURLEncoding} {
+		if b, err := enc.DecodeString(s); err == nil {
+			return b
+		}
+	}
+	return nil
 }
 
 // Kind returns the actor kind.
 func Kind(cfg Config) actors.Kind {
-	return actors.Kind{Name: KindName, New: func(string) actors.Handler { return nil }}
+	return actors.Kind{Name: KindName, New: func(string) actors.Handler { return &registry{cfg: cfg} }}
+}
+
+// registry is one registry's activation. It caches one thing, derivable from storage: when
+// the gc alarm is due. The cache is dropped whenever a message's writes are rolled back or an
+// alarm firing fails, and the runtime discards the whole handler after a failed commit.
+type registry struct {
+	cfg Config
+	gc  gcState
+}
+
+// gcState is the cached due time of the gc alarm.
+type gcState struct {
+	known   bool  // the fields below reflect storage
+	pending bool  // the alarm is pending
+	due     int64 // when it is due (Unix ms), if pending
+}
+
+// record is the value of a dev/ key.
+type record struct {
+	PublicKey    []byte `json:"public_key"`
+	Version      string `json:"version"`
+	Platform     string `json:"platform"`
+	BuildHash    string `json:"build_hash"`
+	RegisteredAt int64  `json:"registered_at"`
+	LastSeen     int64  `json:"last_seen"`
+	Pending      int    `json:"pending"` // pend/ entries of the device, expired or not
+}
+
+// nonceRecord is the value of a nonce/ key.
+type nonceRecord struct {
+	ExpiresAt int64
+	Used      bool
+	DeviceID  string
+}
+
+func (n nonceRecord) encode() []byte {
+	b := binary.BigEndian.AppendUint64(nil, uint64(n.ExpiresAt))
+	used := byte(0)
+	if n.Used {
+		used = 1
+	}
+	return append(append(b, used), n.DeviceID...)
+}
+
+func decodeNonceRecord(b []byte) (nonceRecord, error) {
+	if len(b) < 9 || b[8] > 1 {
+		return nonceRecord{}, fmt.Errorf("malformed nonce record %x", b)
+	}
+	return nonceRecord{ExpiresAt: int64(binary.BigEndian.Uint64(b)), Used: b[8] == 1, DeviceID: string(b[9:])}, nil
+}
+
+var (
+	keyCount    = []byte("meta/count")
+	prefixDev   = []byte("dev/")
+	prefixSeen  = []byte("seen/")
+	prefixNonce = []byte("nonce/")
+	prefixExp   = []byte("exp/")
+	prefixPend  = []byte("pend/")
+)
+
+func devKey(id string) []byte           { return append(append([]byte(nil), prefixDev...), id...) }
+func nonceKey(n string) []byte          { return append(append([]byte(nil), prefixNonce...), n...) }
+func seenKey(t int64, id string) []byte { return timeKey(prefixSeen, t, id) }
+func expKey(t int64, n string) []byte   { return timeKey(prefixExp, t, n) }
+
+// pendPrefix is the prefix of a device's pend/ entries.
+func pendPrefix(id string) []byte {
+	return append(append(append([]byte(nil), prefixPend...), id...), '/')
+}
+
+// pendKey is the pend/ entry of nonce n of device id expiring at t; pendKey(id, t, "") is the
+// first entry of that device expiring at or after t.
+func pendKey(id string, t int64, n string) []byte { return timeKey(pendPrefix(id), t, n) }
+
+// timeKey is prefix, t as u64 big-endian (negative times clamp to 0), then name.
+func timeKey(prefix []byte, t int64, name string) []byte {
+	k := binary.BigEndian.AppendUint64(append([]byte(nil), prefix...), uint64(max(t, 0)))
+	return append(k, name...)
+}
+
+// parseTimeKey splits a timeKey with the given prefix.
+func parseTimeKey(prefix, k []byte) (int64, string, error) {
+	rest, ok := bytes.CutPrefix(k, prefix)
+	if !ok || len(rest) < 8 {
+		return 0, "", fmt.Errorf("malformed index key %q", k)
+	}
+	return int64(binary.BigEndian.Uint64(rest)), string(rest[8:]), nil
+}
+
+func (r *registry) Receive(ctx *actors.Context, req actors.Request) ([]byte, error) {
+	reply, err := r.receive(ctx, req)
+	var outcome *actors.Error
+	if err != nil && !errors.As(err, &outcome) {
+		r.gc.known = false // the message's writes, alarm included, are rolled back
+	}
+	return reply, err
+}
+
+func (r *registry) receive(ctx *actors.Context, req actors.Request) ([]byte, error) {
+	switch req.Method {
+	case MethodRegister:
+		var reg Registration
+		if err := decode(req.Body, &reg); err != nil {
+			return nil, err
+		}
+		return r.register(ctx, reg)
+	case MethodChallenge:
+		var c ChallengeRequest
+		if err := decode(req.Body, &c); err != nil {
+			return nil, err
+		}
+		return r.challenge(ctx, c)
+	case MethodVerify:
+		var v Verification
+		if err := decode(req.Body, &v); err != nil {
+			return nil, err
+		}
+		return r.verify(ctx, v)
+	case MethodGet:
+		var d DeviceRef
+		if err := decode(req.Body, &d); err != nil {
+			return nil, err
+		}
+		return r.get(ctx, d)
+	case MethodDelete:
+		var d DeviceRef
+		if err := decode(req.Body, &d); err != nil {
+			return nil, err
+		}
+		return nil, r.delete(ctx, d)
+	}
+	return nil, fmt.Errorf("device registry: unknown method %q", req.Method)
+}
+
+func decode(body []byte, v any) *actors.Error {
+	if err := json.Unmarshal(body, v); err != nil {
+		return actors.Errorf("invalid_request", "malformed request: %v", err)
+	}
+	return nil
+}
+
+// nonceTTL and deviceTTL are the TTLs in milliseconds (at least 1).
+func (r *registry) nonceTTL() int64  { return max(r.cfg.NonceTTL.Milliseconds(), 1) }
+func (r *registry) deviceTTL() int64 { return max(r.cfg.DeviceTTL.Milliseconds(), 1) }
+
+// live reports whether a device seen at lastSeen is live at now.
+func (r *registry) live(lastSeen, now int64) bool { return now < lastSeen+r.deviceTTL() }
+
+// register creates a device (Created), re-registers a live one (keeping registered_at,
+// replacing everything else), or refuses a new one with registry_full when MaxDevices devices
+// are stored. An expired device not yet collected counts as absent: it is collected and the
+// device registers anew; when the registry is full, expired devices are collected first.
+func (r *registry) register(ctx *actors.Context, reg Registration) ([]byte, error) {
+	if err := reg.Validate(); err != nil {
+		return nil, err
+	}
+	now := ctx.Now().UnixMilli()
+	id := reg.DeviceID
+	old, found, err := r.device(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	rec := record{PublicKey: decodeBase64(reg.PublicKey), Version: reg.Version, Platform: reg.Platform,
+		BuildHash: reg.BuildHash, RegisteredAt: now, LastSeen: now}
+	if found && r.live(old.LastSeen, now) {
+		rec.RegisteredAt, rec.Pending = old.RegisteredAt, old.Pending
+		if err := r.touch(ctx, id, rec, old.LastSeen); err != nil {
+			return nil, err
+		}
+		return json.Marshal(Registered{DeviceID: id, RegisteredAt: rec.RegisteredAt, LastSeen: now})
+	}
+
+	stored, err := count(ctx)
+	if err != nil {
+		return nil, err
+	}
+	n := stored
+	if found {
+		if err := r.remove(ctx, id, old.LastSeen); err != nil {
+			return nil, err
+		}
+		n--
+	}
+	if n >= r.cfg.MaxDevices {
+		// Expired devices still stored must not count: collect the oldest, in expiry order,
+		// until a slot frees or the oldest left is live.
+		deleted, err := r.collectDevices(ctx, now, min(n-r.cfg.MaxDevices+1, gcBatch))
+		if err != nil {
+			return nil, err
+		}
+		n -= deleted
+	}
+	if n >= r.cfg.MaxDevices {
+		if n != stored {
+			setCount(ctx, n)
+		}
+		return nil, r.full(ctx, now)
+	}
+	if err := r.put(ctx, id, rec); err != nil {
+		return nil, err
+	}
+	ctx.Put(seenKey(now, id), []byte{})
+	setCount(ctx, n+1)
+	if err := r.armGC(ctx, now+r.deviceTTL()); err != nil {
+		return nil, err
+	}
+	return json.Marshal(Registered{DeviceID: id, RegisteredAt: now, LastSeen: now, Created: true})
+}
+
+// full is the registry_full outcome; RetryAfter is when the oldest device expires.
+func (r *registry) full(ctx *actors.Context, now int64) error {
+	e := actors.Errorf("registry_full", "the registry holds %d devices", r.cfg.MaxDevices)
+	oldest, err := ctx.List(actors.ListOptions{Prefix: prefixSeen, Limit: 1})
+	if err != nil {
+		return err
+	}
+	e.RetryAfter = time.Second
+	if len(oldest) == 1 {
+		seen, _, err := parseTimeKey(prefixSeen, oldest[0].Key)
+		if err != nil {
+			return err
+		}
+		e.RetryAfter = time.Duration(max(seen+r.deviceTTL()-now, 1)) * time.Millisecond
+	}
+	return e
+}
+
+// liveDevice reads a live device. An expired one is collected (the caller's writes commit
+// with the outcome) and reported absent, exactly as if the gc alarm had already run.
+func (r *registry) liveDevice(ctx *actors.Context, id string, now int64) (record, bool, error) {
+	rec, found, err := r.device(ctx, id)
+	if err != nil || !found {
+		return rec, false, err
+	}
+	if r.live(rec.LastSeen, now) {
+		return rec, true, nil
+	}
+	if err := r.removeCounted(ctx, id, rec.LastSeen); err != nil {
+		return rec, false, err
+	}
+	return rec, false, nil
+}
+
+func unknownDevice(id string) *actors.Error {
+	return actors.Errorf("unknown_device", "device %q is not registered", id)
+}
+
+// challenge issues a nonce to a live device, unless it already holds MaxPending unexpired
+// unused nonces (too_many_pending, RetryAfter = until the oldest of them expires).
+func (r *registry) challenge(ctx *actors.Context, c ChallengeRequest) ([]byte, error) {
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	now := ctx.Now().UnixMilli()
+	id := c.DeviceID
+	dev, ok, err := r.liveDevice(ctx, id, now)
+	if err != nil {
+		return nil, err
+	}
+	if !ok {
+		return nil, unknownDevice(id)
+	}
+	if dev.Pending >= r.cfg.MaxPending { // some may have expired: count the unexpired ones
+		pending, err := r.pending(ctx, id, now, r.cfg.MaxPending)
+		if err != nil {
+			return nil, err
+		}
+		if len(pending) >= r.cfg.MaxPending {
+			exp, _, err := parseTimeKey(pendPrefix(id), pending[0].Key)
+			if err != nil {
+				return nil, err
+			}
+			e := actors.Errorf("too_many_pending", "device %q already holds %d unexpired challenges", id, len(pending))
+			e.RetryAfter = time.Duration(exp-now) * time.Millisecond
+			return nil, e
+		}
+	}
+
+	raw := make([]byte, nonceBytes)
+	if _, err := rand.Read(raw); err != nil {
+		return nil, fmt.Errorf("generate nonce: %w", err)
+	}
+	nonce := base64.RawURLEncoding.EncodeToString(raw)
+	// 256 random bits: a collision with a stored nonce is as likely as guessing one.
+	exp := now + r.nonceTTL()
+	nr := nonceRecord{ExpiresAt: exp, DeviceID: id}.encode()
+	ctx.Put(nonceKey(nonce), nr)
+	ctx.Put(expKey(exp, nonce), nr)
+	ctx.Put(pendKey(id, exp, nonce), []byte{})
+	dev.Pending++
+	if err := r.put(ctx, id, dev); err != nil {
+		return nil, err
+	}
+	if err := r.armGC(ctx, exp+r.nonceTTL()); err != nil {
+		return nil, err
+	}
+	return json.Marshal(Challenge{Nonce: nonce, ExpiresAt: exp})
+}
+
+// pending lists up to limit (≤ 0: all) of the device's unexpired unused nonces, earliest
+// expiry first: the part of its pend/ index expiring after now.
+func (r *registry) pending(ctx *actors.Context, id string, now int64, limit int) ([]actors.KV, error) {
+	return ctx.List(actors.ListOptions{Prefix: pendPrefix(id), Start: pendKey(id, now+1, ""), Limit: limit})
+}
+
+// verify checks a signed nonce. Outcomes, in order: a nonce never issued to this device is
+// unknown_nonce (whoever it was issued to); a used one is nonce_used (also when expired); one
+// whose device expired is unknown_nonce (collection would have removed it). Otherwise the
+// attempt consumes the nonce — it stays as a used marker until its retention ends — and is
+// nonce_expired, invalid_signature, or verified, which updates the device's last_seen.
+func (r *registry) verify(ctx *actors.Context, v Verification) ([]byte, error) {
+	if err := v.Validate(); err != nil {
+		return nil, err
+	}
+	now := ctx.Now().UnixMilli()
+	nr, found, err := r.nonce(ctx, v.Nonce)
+	if err != nil {
+		return nil, err
+	}
+	if !found || nr.DeviceID != v.DeviceID {
+		return nil, actors.Errorf("unknown_nonce", "nonce was not issued to device %q", v.DeviceID)
+	}
+	if nr.Used {
+		return nil, actors.Errorf("nonce_used", "nonce was already used")
+	}
+	dev, ok, err := r.liveDevice(ctx, v.DeviceID, now)
+	if err != nil {
+		return nil, err
+	}
+	if !ok { // the nonce went with its expired device
+		return nil, actors.Errorf("unknown_nonce", "nonce was not issued to device %q", v.DeviceID)
+	}
+
+	nr.Used = true
+	ctx.Put(nonceKey(v.Nonce), nr.encode())
+	ctx.Put(expKey(nr.ExpiresAt, v.Nonce), nr.encode())
+	ctx.Delete(pendKey(v.DeviceID, nr.ExpiresAt, v.Nonce))
+	dev.Pending--
+	var outcome *actors.Error
+	sig := decodeBase64(v.Signature)
+	switch {
+	case now >= nr.ExpiresAt:
+		outcome = actors.Errorf("nonce_expired", "nonce expired at %d", nr.ExpiresAt)
+	case len(sig) != ed25519.SignatureSize || !ed25519.Verify(dev.PublicKey, []byte(v.Nonce), sig):
+		outcome = actors.Errorf("invalid_signature", "signature does not verify with the device's key")
+	}
+	if outcome != nil {
+		if err := r.put(ctx, v.DeviceID, dev); err != nil {
+			return nil, err
+		}
+		return nil, outcome
+	}
+	seen := dev.LastSeen
+	dev.LastSeen = now
+	if err := r.touch(ctx, v.DeviceID, dev, seen); err != nil {
+		return nil, err
+	}
+	return json.Marshal(Verified{Verified: true, DeviceID: v.DeviceID, VerifiedAt: now})
+}
+
+// get answers a live device with its count of unexpired unused nonces.
+func (r *registry) get(ctx *actors.Context, d DeviceRef) ([]byte, error) {
+	if err := d.Validate(); err != nil {
+		return nil, err
+	}
+	now := ctx.Now().UnixMilli()
+	rec, ok, err := r.liveDevice(ctx, d.DeviceID, now)
+	if err != nil {
+		return nil, err
+	}
+	if !ok {
+		return nil, unknownDevice(d.DeviceID)
+	}
+	var pending []actors.KV
+	if rec.Pending > 0 {
+		if pending, err = r.pending(ctx, d.DeviceID, now, 0); err != nil {
+			return nil, err
+		}
+	}
+	return json.Marshal(Device{DeviceID: d.DeviceID, Version: rec.Version, Platform: rec.Platform,
+		BuildHash: rec.BuildHash, RegisteredAt: rec.RegisteredAt, LastSeen: rec.LastSeen,
+		PendingChallenges: len(pending)})
+}
+
+// delete removes a live device with its unused nonces; an absent or expired one is
+// unknown_device (an expired one is collected all the same).
+func (r *registry) delete(ctx *actors.Context, d DeviceRef) error {
+	if err := d.Validate(); err != nil {
+		return err
+	}
+	rec, ok, err := r.liveDevice(ctx, d.DeviceID, ctx.Now().UnixMilli())
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return unknownDevice(d.DeviceID)
+	}
+	return r.removeCounted(ctx, d.DeviceID, rec.LastSeen)
+}
+
+// Alarm runs the gc alarm: it deletes up to gcBatch due entries — nonces past their
+// retention first, then devices not seen for DeviceTTL — and re-arms for the next collection
+// time (for now when due entries remain). With nothing left it lets the alarm go.
+func (r *registry) Alarm(ctx *actors.Context, a actors.Alarm) error {
+	if a.Name != GCAlarm {
+		return nil // not ours: nothing to do, and returning nil drops it
+	}
+	// Until this firing succeeds, the runtime decides what becomes of the alarm.
+	r.gc.known = false
+	now := ctx.Now().UnixMilli()
+	nonces, err := r.collectNonces(ctx, now, gcBatch)
+	if err != nil {
+		return err
+	}
+	devices := 0
+	if nonces < gcBatch {
+		if devices, err = r.collectDevices(ctx, now, gcBatch-nonces); err != nil {
+			return err
+		}
+		if devices > 0 {
+			n, err := count(ctx)
+			if err != nil {
+				return err
+			}
+			setCount(ctx, n-devices)
+		}
+	}
+	next, ok := now, true // maybe more due: continue at once
+	if nonces+devices < gcBatch {
+		if next, ok, err = r.nextExpiry(ctx); err != nil {
+			return err
+		}
+	}
+	if !ok {
+		r.gc = gcState{known: true} // returning nil without setting it again drops the alarm
+		return nil
+	}
+	return r.setGC(ctx, next)
+}
+
+// nextExpiry is the earliest collection time of any stored nonce or device.
+func (r *registry) nextExpiry(ctx *actors.Context) (int64, bool, error) {
+	next, ok := int64(0), false
+	for _, p := range []struct {
+		prefix []byte
+		ttl    int64
+	}{{prefixExp, r.nonceTTL()}, {prefixSeen, r.deviceTTL()}} {
+		first, err := ctx.List(actors.ListOptions{Prefix: p.prefix, Limit: 1})
+		if err != nil {
+			return 0, false, err
+		}
+		if len(first) == 0 {
+			continue
+		}
+		t, _, err := parseTimeKey(p.prefix, first[0].Key)
+		if err != nil {
+			return 0, false, err
+		}
+		if t += p.ttl; !ok || t < next {
+			next, ok = t, true
+		}
+	}
+	return next, ok, nil
+}
+
+// armGC makes sure the gc alarm is pending, due no later than t.
+func (r *registry) armGC(ctx *actors.Context, t int64) error {
+	if !r.gc.known {
+		alarms, err := ctx.Alarms()
+		if err != nil {
+			return err
+		}
+		r.gc = gcState{known: true}
+		for _, a := range alarms {
+			if a.Name == GCAlarm {
+				r.gc.pending, r.gc.due = true, a.Due.UnixMilli()
+			}
+		}
+	}
+	if r.gc.pending && r.gc.due <= t {
+		return nil
+	}
+	return r.setGC(ctx, t)
+}
+
+// setGC sets the gc alarm for t and caches it.
+func (r *registry) setGC(ctx *actors.Context, t int64) error {
+	if err := ctx.SetAlarm(GCAlarm, time.UnixMilli(t)); err != nil {
+		r.gc.known = false
+		return err
+	}
+	r.gc = gcState{known: true, pending: true, due: t}
+	return nil
+}
+
+// collectNonces deletes up to limit nonces past their retention, earliest first, with their
+// index entries, and returns how many it deleted.
+func (r *registry) collectNonces(ctx *actors.Context, now int64, limit int) (int, error) {
+	// Past retention means expires_at + ttl <= now, i.e. expires_at < now - ttl + 1.
+	kvs, err := ctx.List(actors.ListOptions{Prefix: prefixExp, End: expKey(now-r.nonceTTL()+1, ""), Limit: limit})
+	if err != nil {
+		return 0, err
+	}
+	unused := map[string]int{} // device → its unused nonces deleted here
+	for _, kv := range kvs {
+		exp, nonce, err := parseTimeKey(prefixExp, kv.Key)
+		if err != nil {
+			return 0, err
+		}
+		nr, err := decodeNonceRecord(kv.Value)
+		if err != nil {
+			return 0, fmt.Errorf("device registry %s: index entry of nonce %q: %w", ctx.ID(), nonce, err)
+		}
+		ctx.Delete(kv.Key)
+		ctx.Delete(nonceKey(nonce))
+		if !nr.Used {
+			ctx.Delete(pendKey(nr.DeviceID, exp, nonce))
+			unused[nr.DeviceID]++
+		}
+	}
+	for id, k := range unused {
+		dev, found, err := r.device(ctx, id)
+		if err != nil {
+			return 0, err
+		}
+		if !found {
+			return 0, fmt.Errorf("device registry %s: unused nonces of device %q, which has no record", ctx.ID(), id)
+		}
+		dev.Pending -= k
+		if err := r.put(ctx, id, dev); err != nil {
+			return 0, err
+		}
+	}
+	return len(kvs), nil
+}
+
+// collectDevices deletes up to limit expired devices, oldest first, and returns how many it
+// deleted. The caller owns meta/count.
+func (r *registry) collectDevices(ctx *actors.Context, now int64, limit int) (int, error) {
+	// Expired means last_seen + ttl <= now, i.e. last_seen < now - ttl + 1.
+	kvs, err := ctx.List(actors.ListOptions{Prefix: prefixSeen, End: seenKey(now-r.deviceTTL()+1, ""), Limit: limit})
+	if err != nil {
+		return 0, err
+	}
+	for _, kv := range kvs {
+		seen, id, err := parseTimeKey(prefixSeen, kv.Key)
+		if err != nil {
+			return 0, err
+		}
+		if err := r.remove(ctx, id, seen); err != nil {
+			return 0, err
+		}
+	}
+	return len(kvs), nil
+}
+
+// removeCounted removes a device and decrements meta/count.
+func (r *registry) removeCounted(ctx *actors.Context, id string, lastSeen int64) error {
+	n, err := count(ctx)
+	if err != nil {
+		return err
+	}
+	if n < 1 {
+		return fmt.Errorf("device registry %s: meta/count is %d with device %q stored", ctx.ID(), n, id)
+	}
+	if err := r.remove(ctx, id, lastSeen); err != nil {
+		return err
+	}
+	setCount(ctx, n-1)
+	return nil
+}
+
+// remove deletes a device's record, its seen/ entry and its unused nonces (record, exp/ and
+// pend/ entries); used nonces stay as replay markers until they expire. The caller owns
+// meta/count.
+func (r *registry) remove(ctx *actors.Context, id string, lastSeen int64) error {
+	ctx.Delete(devKey(id))
+	ctx.Delete(seenKey(lastSeen, id))
+	prefix := pendPrefix(id)
+	kvs, err := ctx.List(actors.ListOptions{Prefix: prefix})
+	if err != nil {
+		return err
+	}
+	for _, kv := range kvs {
+		exp, nonce, err := parseTimeKey(prefix, kv.Key)
+		if err != nil {
+			return err
+		}
+		ctx.Delete(kv.Key)
+		ctx.Delete(nonceKey(nonce))
+		ctx.Delete(expKey(exp, nonce))
+	}
+	return nil
+}
+
+// device reads the record of id.
+func (r *registry) device(ctx *actors.Context, id string) (record, bool, error) {
+	var rec record
+	v, found, err := ctx.Get(devKey(id))
+	if err != nil || !found {
+		return rec, false, err
+	}
+	if err := json.Unmarshal(v, &rec); err != nil {
+		return rec, false, fmt.Errorf("device registry %s: record %q: %w", ctx.ID(), id, err)
+	}
+	return rec, true, nil
+}
+
+// nonce reads the record of a nonce.
+func (r *registry) nonce(ctx *actors.Context, n string) (nonceRecord, bool, error) {
+	v, found, err := ctx.Get(nonceKey(n))
+	if err != nil || !found {
+		return nonceRecord{}, false, err
+	}
+	nr, err := decodeNonceRecord(v)
+	if err != nil {
+		return nr, false, fmt.Errorf("device registry %s: nonce %q: %w", ctx.ID(), n, err)
+	}
+	return nr, true, nil
+}
+
+// put writes the record of id; the caller keeps its seen/ entry in step.
+func (r *registry) put(ctx *actors.Context, id string, rec record) error {
+	v, err := json.Marshal(rec)
+	if err != nil {
+		return fmt.Errorf("encode device %q: %w", id, err)
+	}
+	ctx.Put(devKey(id), v)
+	return nil
+}
+
+// touch writes the record of a stored device whose last_seen moved from seen to
+// rec.LastSeen, moving its seen/ entry.
+func (r *registry) touch(ctx *actors.Context, id string, rec record, seen int64) error {
+	ctx.Delete(seenKey(seen, id))
+	ctx.Put(seenKey(rec.LastSeen, id), []byte{})
+	return r.put(ctx, id, rec)
+}
+
+// count reads meta/count.
+func count(ctx *actors.Context) (int, error) {
+	v, found, err := ctx.Get(keyCount)
+	if err != nil || !found {
+		return 0, err
+	}
+	if len(v) != 8 {
+		return 0, fmt.Errorf("device registry %s: meta/count of %d bytes", ctx.ID(), len(v))
+	}
+	return int(binary.BigEndian.Uint64(v)), nil
+}
+
+// setCount writes meta/count, deleting it at zero so that an empty registry holds no keys.
+func setCount(ctx *actors.Context, n int) {
+	if n == 0 {
+		ctx.Delete(keyCount)
+		return
+	}
+	ctx.Put(keyCount, binary.BigEndian.AppendUint64(nil, uint64(n)))
 }

@@ -1,0 +1,784 @@
+package device_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	mrand "math/rand/v2"
+	"os"
+	"runtime/debug"
+	"slices"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/shardkeeper/shardkeeper/actors"
+	"github.com/shardkeeper/shardkeeper/actors/device"
+	"github.com/shardkeeper/shardkeeper/persistence"
+	"github.com/shardkeeper/shardkeeper/test/testkinds"
+)
+
+const partitions = 4
+
+// harness is one runtime over a MemReplicator and a real Pebble store, leading every
+// partition, with the device kind registered.
+type harness struct {
+	rt    *actors.Runtime
+	store *persistence.Store
+}
+
+// newHarness starts a runtime; clock may be nil (the wall clock).
+func newHarness(t testing.TB, cfg device.Config, clock func() time.Time, more ...actors.Kind) *harness {
+	t.Helper()
+	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
+	store, err := persistence.Open(t.TempDir(), logger)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mem, err := actors.NewMemReplicator(store, partitions)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt, err := actors.New(actors.Options{Store: store, Replicator: mem, Partitions: partitions,
+		Logger: logger, Clock: clock}, append(more, device.Kind(cfg))...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		rt.Close()
+		store.Close()
+	})
+	for p := range uint32(partitions) {
+		rt.SetLeader(p, true)
+	}
+	eventually(t, 10*time.Second, "every partition ready", func() bool {
+		for p := range uint32(partitions) {
+			if !rt.Ready(p) {
+				return false
+			}
+		}
+		return true
+	})
+	return &harness{rt: rt, store: store}
+}
+
+// call sends one request to registry and decodes the reply into out. A domain outcome is
+// returned as *actors.Error; any other failure stops the test.
+func (h *harness) call(t testing.TB, registry, method string, in, out any) *actors.Error {
+	t.Helper()
+	body, err := json.Marshal(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// No deadline in ctx: the runtime takes RequestTimeout from its own (possibly fake) clock.
+	reply, err := h.rt.Call(context.Background(), device.KindName, registry, actors.Request{Method: method, Body: body})
+	var outcome *actors.Error
+	if errors.As(err, &outcome) {
+		return outcome
+	}
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, registry, err)
+	}
+	if out != nil {
+		if err := json.Unmarshal(reply, out); err != nil {
+			t.Fatalf("%s %s: decode %s: %v", method, registry, reply, err)
+		}
+	}
+	return nil
+}
+
+func eventually(t testing.TB, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting until %s", timeout, what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// state is a registry's committed storage, parsed. The layout is the one documented in
+// package device; the actor's keys sit under 'a'<kind><id> and its alarms under 'b'<kind><id>
+// in the partition (docs/runtime.md).
+type state struct {
+	count   int
+	devices map[string]storedDevice
+	seen    map[string]int64 // device → last_seen of its seen/ entry
+	nonces  map[string]storedNonce
+	exp     map[string]storedNonce // nonce → the record its exp/ entry holds
+	expAt   map[string]int64       // nonce → the time in its exp/ key
+	pend    map[string]map[string]int64
+	gcDue   int64 // 0: no gc alarm
+	keys    int   // every key of the actor, alarms included
+}
+
+type storedDevice struct {
+	RegisteredAt int64 `json:"registered_at"`
+	LastSeen     int64 `json:"last_seen"`
+	Pending      int   `json:"pending"`
+}
+
+type storedNonce struct {
+	ExpiresAt int64
+	Used      bool
+	DeviceID  string
+}
+
+func parseNonce(t testing.TB, v []byte) storedNonce {
+	t.Helper()
+	if len(v) < 9 || v[8] > 1 {
+		t.Fatalf("malformed nonce record %x", v)
+	}
+	return storedNonce{ExpiresAt: int64(binary.BigEndian.Uint64(v)), Used: v[8] == 1, DeviceID: string(v[9:])}
+}
+
+func actorPrefix(sec byte, registry string) []byte {
+	k := persistence.AppendComponent([]byte{sec}, []byte(device.KindName))
+	return persistence.AppendComponent(k, []byte(registry))
+}
+
+// read parses the registry's storage from one consistent scan of its partition.
+func (h *harness) read(t testing.TB, registry string) state {
+	t.Helper()
+	s := state{devices: map[string]storedDevice{}, seen: map[string]int64{}, nonces: map[string]storedNonce{},
+		exp: map[string]storedNonce{}, expAt: map[string]int64{}, pend: map[string]map[string]int64{}}
+	data, alarm := actorPrefix('a', registry), append(actorPrefix('b', registry), device.GCAlarm...)
+	p := actors.PartitionOf(device.KindName, registry, partitions)
+	err := h.store.Scan(p, nil, nil, false, func(k, v []byte) bool {
+		if bytes.Equal(k, alarm) {
+			s.gcDue = int64(binary.BigEndian.Uint64(v))
+			s.keys++
+			return true
+		}
+		key, ok := bytes.CutPrefix(k, data)
+		if !ok {
+			if bytes.HasPrefix(k, actorPrefix('b', registry)) {
+				t.Fatalf("unexpected alarm %q", k)
+			}
+			return true
+		}
+		s.keys++
+		name, rest, _ := bytes.Cut(key, []byte("/"))
+		switch string(name) {
+		case "meta":
+			if string(rest) != "count" || len(v) != 8 {
+				t.Fatalf("unexpected meta key %q = %x", key, v)
+			}
+			s.count = int(binary.BigEndian.Uint64(v))
+		case "dev":
+			var d storedDevice
+			if err := json.Unmarshal(v, &d); err != nil {
+				t.Fatal(err)
+			}
+			s.devices[string(rest)] = d
+		case "seen":
+			if _, dup := s.seen[string(rest[8:])]; dup {
+				t.Fatalf("two seen/ entries for %q", rest[8:])
+			}
+			s.seen[string(rest[8:])] = int64(binary.BigEndian.Uint64(rest))
+		case "nonce":
+			s.nonces[string(rest)] = parseNonce(t, v)
+		case "exp":
+			s.exp[string(rest[8:])] = parseNonce(t, v)
+			s.expAt[string(rest[8:])] = int64(binary.BigEndian.Uint64(rest))
+		case "pend":
+			id, tail, ok := bytes.Cut(rest, []byte("/"))
+			if !ok || len(tail) < 8 {
+				t.Fatalf("malformed pend key %q", key)
+			}
+			if s.pend[string(id)] == nil {
+				s.pend[string(id)] = map[string]int64{}
+			}
+			s.pend[string(id)][string(tail[8:])] = int64(binary.BigEndian.Uint64(tail))
+		default:
+			t.Fatalf("unexpected key %q", key)
+		}
+		return true
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// check asserts the storage invariants of package device on s, read at now; ttls are in ms.
+func (s state) check(t testing.TB, nonceTTL, deviceTTL, now int64) {
+	t.Helper()
+	if s.count != len(s.devices) {
+		t.Fatalf("meta/count %d with %d device records", s.count, len(s.devices))
+	}
+	if len(s.seen) != len(s.devices) {
+		t.Fatalf("%d seen/ entries for %d devices", len(s.seen), len(s.devices))
+	}
+	earliest := int64(-1)
+	due := func(at int64) {
+		if earliest < 0 || at < earliest {
+			earliest = at
+		}
+	}
+	for id, d := range s.devices {
+		if seen, ok := s.seen[id]; !ok || seen != d.LastSeen {
+			t.Fatalf("device %s last_seen %d, seen/ entry %d (present %v)", id, d.LastSeen, seen, ok)
+		}
+		if d.Pending != len(s.pend[id]) {
+			t.Fatalf("device %s counts %d pending, has %d pend/ entries", id, d.Pending, len(s.pend[id]))
+		}
+		due(d.LastSeen + deviceTTL)
+	}
+	if len(s.exp) != len(s.nonces) {
+		t.Fatalf("%d exp/ entries for %d nonces", len(s.exp), len(s.nonces))
+	}
+	unused := 0
+	for n, r := range s.nonces {
+		if s.exp[n] != r || s.expAt[n] != r.ExpiresAt {
+			t.Fatalf("nonce %s: record %+v, exp/ entry %+v at %d", n, r, s.exp[n], s.expAt[n])
+		}
+		exp, pending := s.pend[r.DeviceID][n]
+		if pending != !r.Used || (pending && exp != r.ExpiresAt) {
+			t.Fatalf("nonce %s (%+v): pend/ entry %v at %d", n, r, pending, exp)
+		}
+		if !r.Used {
+			unused++
+			if _, ok := s.devices[r.DeviceID]; !ok {
+				t.Fatalf("unused nonce %s of device %s, which is not stored", n, r.DeviceID)
+			}
+		}
+		due(r.ExpiresAt + nonceTTL)
+	}
+	total := 0
+	for _, p := range s.pend {
+		total += len(p)
+	}
+	if total != unused {
+		t.Fatalf("%d pend/ entries for %d unused nonces", total, unused)
+	}
+	switch alarm := min(s.gcDue, 1); {
+	case earliest < 0 && s.keys != int(alarm):
+		// Only the gc alarm may remain, until it fires and finds nothing to do.
+		t.Fatalf("a registry with nothing to expire holds %d keys", s.keys)
+	case earliest >= 0 && (s.gcDue == 0 || s.gcDue > max(earliest, now)):
+		// A firing that leaves due entries behind re-arms for its own time, later than theirs.
+		t.Fatalf("gc alarm due %d; the earliest collection is due %d, now is %d", s.gcDue, earliest, now)
+	}
+}
+
+// fakeClock is a clock the test moves forward. It starts an hour ahead of the wall clock and
+// only moves forward, so that the alarm scheduler, which sleeps by the wall clock, never sees
+// an alarm due by the wall clock but not by this one (it would poll without pause).
+type fakeClock struct{ ms atomic.Int64 }
+
+func newFakeClock() *fakeClock {
+	c := &fakeClock{}
+	c.ms.Store(time.Now().Add(time.Hour).UnixMilli())
+	return c
+}
+
+func (c *fakeClock) now() time.Time          { return time.UnixMilli(c.ms.Load()) }
+func (c *fakeClock) advance(d time.Duration) { c.ms.Add(d.Milliseconds()) }
+
+type keyPair struct {
+	pub  string
+	priv ed25519.PrivateKey
+}
+
+func newKeys(t testing.TB, n int) []keyPair {
+	t.Helper()
+	out := make([]keyPair, n)
+	for i := range out {
+		pub, priv, err := ed25519.GenerateKey(rand.Reader)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out[i] = keyPair{pub: base64.StdEncoding.EncodeToString(pub), priv: priv}
+	}
+	return out
+}
+
+func (k keyPair) sign(nonce string) string {
+	return base64.StdEncoding.EncodeToString(ed25519.Sign(k.priv, []byte(nonce)))
+}
+
+// tick makes the alarm scheduler of registry's partition look at the fake clock. It sleeps by
+// the wall clock, which the fake clock outruns, and wakes when an alarm is committed in the
+// partition: a counter actor placed there sets one, and the registry's gc alarm then fires,
+// concurrently with whatever the test does next, if it is due.
+func tick(t testing.TB, h *harness, clock *fakeClock, registry string) {
+	t.Helper()
+	ticker := ""
+	for i := 0; ticker == ""; i++ {
+		if id := fmt.Sprint("tick", i); actors.PartitionOf(testkinds.CounterKind, id, partitions) == actors.PartitionOf(device.KindName, registry, partitions) {
+			ticker = id
+		}
+	}
+	body, _ := json.Marshal(testkinds.SetAlarm{Name: "tick", At: clock.ms.Load()})
+	if _, err := h.rt.Call(context.Background(), testkinds.CounterKind, ticker, actors.Request{Method: "set-alarm", Body: body}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// model is what a registry must answer, kept by the test. Devices stay in it after they
+// expire (an expired device must behave as absent whether or not it was collected).
+type model struct {
+	cfg     device.Config
+	devices map[string]*modelDevice
+	nonces  map[string]*modelNonce
+	inst    int
+}
+
+type modelDevice struct {
+	inst             int // distinguishes registrations of the same id
+	key              int
+	version          string
+	registered, seen int64
+}
+
+type modelNonce struct {
+	seq    int // issue order
+	device string
+	inst   int
+	exp    int64
+	used   bool
+}
+
+func (m *model) live(id string, now int64) *modelDevice {
+	d := m.devices[id]
+	if d == nil || now >= d.seen+m.cfg.DeviceTTL.Milliseconds() {
+		return nil
+	}
+	return d
+}
+
+// pending lists the unexpired unused nonces of a live device.
+func (m *model) pending(d *modelDevice, id string, now int64) []*modelNonce {
+	var out []*modelNonce
+	for _, n := range m.nonces {
+		if n.device == id && n.inst == d.inst && !n.used && now < n.exp {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// raceEnabled reports whether the test binary was built with the race detector.
+func raceEnabled() bool {
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return false
+	}
+	for _, s := range bi.Settings {
+		if s.Key == "-race" {
+			return s.Value == "true"
+		}
+	}
+	return false
+}
+
+// issued lists the nonces in the model in issue order.
+func (m *model) issued() []string {
+	out := make([]string, 0, len(m.nonces))
+	for n := range m.nonces {
+		out = append(out, n)
+	}
+	slices.SortFunc(out, func(a, b string) int { return m.nonces[a].seq - m.nonces[b].seq })
+	return out
+}
+
+func code(e *actors.Error) string {
+	if e == nil {
+		return ""
+	}
+	return e.Code
+}
+
+var modelSeed = flag.Uint64("device.seed", 0, "seed of TestRegistryAgainstModel; 0 takes one from the clock")
+
+// TestRegistryAgainstModel runs a random sequence of registers, challenges, verifies, gets,
+// deletes and clock jumps against one registry and checks every answer against a model and
+// the storage invariants (count = stored devices, never negative; indexes in step; gc alarm
+// armed) after every step. The gc alarm fires whenever the scheduler gets to it, so the
+// answers must not depend on whether collection has run.
+func TestRegistryAgainstModel(t *testing.T) {
+	seed := *modelSeed
+	if seed == 0 {
+		seed = uint64(time.Now().UnixNano())
+	}
+	t.Logf("seed %d (replay with -device.seed)", seed)
+	rng := mrand.New(mrand.NewPCG(seed, 0))
+	cfg := device.Config{NonceTTL: 10 * time.Second, MaxPending: 3, MaxDevices: 4, DeviceTTL: 40 * time.Second}
+	clock := newFakeClock()
+	h := newHarness(t, cfg, clock.now, testkinds.Counter())
+	keys := newKeys(t, 2) // verify signs with the other key to fail: exactly two
+	ids := []string{"d0", "d1", "d2", "d3", "d4", "d5"}
+	m := &model{cfg: cfg, devices: map[string]*modelDevice{}, nonces: map[string]*modelNonce{}}
+	const reg = "model"
+	nttl, dttl := cfg.NonceTTL.Milliseconds(), cfg.DeviceTTL.Milliseconds()
+	outcomes := map[string]int{}
+
+	checkEvery := 1
+	if raceEnabled() {
+		checkEvery = 5 // a check scans the registry's storage, which the race detector slows
+	}
+	for step := range 3000 {
+		now := clock.ms.Load()
+		id := ids[rng.IntN(len(ids))]
+		fail := func(format string, args ...any) {
+			t.Helper()
+			t.Fatalf("step %d (now %d): %s", step, now, fmt.Sprintf(format, args...))
+		}
+		// forget drops an expired device, as the actor does when it meets one.
+		forget := func() {
+			if d := m.devices[id]; d != nil && m.live(id, now) == nil {
+				delete(m.devices, id)
+			}
+		}
+		var op string
+		switch r := rng.IntN(100); {
+		case r < 20:
+			op = "register"
+			k := rng.IntN(len(keys))
+			version := fmt.Sprintf("v%d", step)
+			var out device.Registered
+			e := h.call(t, reg, device.MethodRegister, device.Registration{DeviceID: id, Version: version,
+				Platform: "linux", BuildHash: "h", PublicKey: keys[k].pub}, &out)
+			liveCount, oldest := 0, int64(-1)
+			for other := range m.devices {
+				if d := m.live(other, now); d != nil {
+					liveCount++
+					if oldest < 0 || d.seen < oldest {
+						oldest = d.seen
+					}
+				}
+			}
+			switch d := m.live(id, now); {
+			case d != nil:
+				if e != nil || out.Created || out.RegisteredAt != d.registered || out.LastSeen != now {
+					fail("re-register %s: %+v %v; want registered_at %d", id, out, e, d.registered)
+				}
+				d.key, d.version, d.seen = k, version, now
+			case liveCount >= cfg.MaxDevices:
+				forget()
+				want := time.Duration(oldest+dttl-now) * time.Millisecond
+				if code(e) != "registry_full" || e.RetryAfter != want {
+					fail("register %s into a full registry: %+v %v; want registry_full after %v", id, out, e, want)
+				}
+			default:
+				if e != nil || !out.Created || out.RegisteredAt != now || out.LastSeen != now {
+					fail("register new %s: %+v %v", id, out, e)
+				}
+				m.inst++
+				m.devices[id] = &modelDevice{inst: m.inst, key: k, version: version, registered: now, seen: now}
+			}
+			op += "/" + code(e)
+		case r < 50:
+			op = "challenge"
+			var out device.Challenge
+			e := h.call(t, reg, device.MethodChallenge, device.ChallengeRequest{DeviceID: id}, &out)
+			d := m.live(id, now)
+			if d == nil {
+				forget()
+				if code(e) != "unknown_device" {
+					fail("challenge unknown %s: %+v %v", id, out, e)
+				}
+				op += "/" + code(e)
+				break
+			}
+			pending := m.pending(d, id, now)
+			if len(pending) >= cfg.MaxPending {
+				oldest := pending[0].exp
+				for _, n := range pending {
+					oldest = min(oldest, n.exp)
+				}
+				if want := time.Duration(oldest-now) * time.Millisecond; code(e) != "too_many_pending" || e.RetryAfter != want {
+					fail("challenge %s with %d pending: %+v %v; want too_many_pending after %v", id, len(pending), out, e, want)
+				}
+				op += "/" + code(e)
+				break
+			}
+			if e != nil || out.ExpiresAt != now+nttl || m.nonces[out.Nonce] != nil {
+				fail("challenge %s: %+v %v", id, out, e)
+			}
+			m.nonces[out.Nonce] = &modelNonce{seq: step, device: id, inst: d.inst, exp: out.ExpiresAt}
+		case r < 75:
+			op = "verify"
+			v := device.Verification{DeviceID: id}
+			// Mostly an unused nonce of this device, else one it used, any nonce issued, or one
+			// never issued.
+			var unused, used, any []string
+			for _, n := range m.issued() { // in issue order, so that the seed replays the choices
+				switch mn := m.nonces[n]; {
+				case mn.device == id && !mn.used:
+					unused = append(unused, n)
+				case mn.device == id:
+					used = append(used, n)
+				}
+				any = append(any, n)
+			}
+			switch r := rng.IntN(20); {
+			case r < 11 && len(unused) > 0:
+				v.Nonce = unused[rng.IntN(len(unused))]
+			case r < 15 && len(used) > 0:
+				v.Nonce = used[rng.IntN(len(used))]
+			case r < 18 && len(any) > 0:
+				v.Nonce = any[rng.IntN(len(any))]
+			default:
+				v.Nonce = base64.RawURLEncoding.EncodeToString(make([]byte, 32))
+			}
+			k := keys[rng.IntN(len(keys))]
+			if d := m.devices[id]; d != nil {
+				k = keys[d.key] // the right key two times in three, else the other one
+				if rng.IntN(3) == 0 {
+					k = keys[1-d.key]
+				}
+			}
+			switch {
+			case rng.IntN(10) == 0:
+				v.Signature = "!!not base64!!"
+			default:
+				v.Signature = k.sign(v.Nonce)
+			}
+			var out device.Verified
+			e := h.call(t, reg, device.MethodVerify, v, &out)
+			got := code(e)
+			op += "/" + got
+			n := m.nonces[v.Nonce]
+			if n == nil || n.device != id {
+				if got != "unknown_nonce" {
+					fail("verify unknown nonce of %s: %v", id, e)
+				}
+				break
+			}
+			retired := now >= n.exp+nttl // the gc alarm may have removed it
+			if n.used {
+				if got != "nonce_used" && !(retired && got == "unknown_nonce") {
+					fail("verify used nonce: %v", e)
+				}
+				break
+			}
+			d := m.live(id, now)
+			if d == nil || d.inst != n.inst {
+				forget()
+				delete(m.nonces, v.Nonce)
+				if got != "unknown_nonce" {
+					fail("verify nonce of a gone device: %v", e)
+				}
+				break
+			}
+			n.used = true
+			switch {
+			case retired && got == "unknown_nonce":
+				delete(m.nonces, v.Nonce)
+			case now >= n.exp:
+				if got != "nonce_expired" {
+					fail("verify expired nonce: %v", e)
+				}
+			case keys[d.key].sign(v.Nonce) != v.Signature:
+				if got != "invalid_signature" {
+					fail("verify bad signature: %v", e)
+				}
+			default:
+				if e != nil || !out.Verified || out.DeviceID != id || out.VerifiedAt != now {
+					fail("verify: %+v %v", out, e)
+				}
+				d.seen = now
+			}
+		case r < 88:
+			op = "get"
+			var out device.Device
+			e := h.call(t, reg, device.MethodGet, device.DeviceRef{DeviceID: id}, &out)
+			d := m.live(id, now)
+			if d == nil {
+				forget()
+				if code(e) != "unknown_device" {
+					fail("get unknown %s: %+v %v", id, out, e)
+				}
+				op += "/" + code(e)
+				break
+			}
+			want := device.Device{DeviceID: id, Version: d.version, Platform: "linux", BuildHash: "h",
+				RegisteredAt: d.registered, LastSeen: d.seen, PendingChallenges: len(m.pending(d, id, now))}
+			if e != nil || out != want {
+				fail("get %s: %+v %v; want %+v", id, out, e, want)
+			}
+		case r < 93:
+			op = "delete"
+			e := h.call(t, reg, device.MethodDelete, device.DeviceRef{DeviceID: id}, nil)
+			want := ""
+			if m.live(id, now) == nil {
+				want = "unknown_device"
+			}
+			if code(e) != want {
+				fail("delete %s: %v; want %q", id, e, want)
+			}
+			delete(m.devices, id)
+			op += "/" + code(e)
+		default:
+			op = "advance"
+			switch rng.IntN(10) {
+			case 0:
+				clock.advance(cfg.DeviceTTL) // everything expires
+			case 1:
+				clock.advance(cfg.NonceTTL) // every nonce expires
+			default:
+				clock.advance(time.Duration(rng.IntN(4000)) * time.Millisecond)
+			}
+			tick(t, h, clock, reg)
+		}
+		outcomes[op]++
+		if step%checkEvery != 0 {
+			continue
+		}
+
+		s := h.read(t, reg)
+		s.check(t, nttl, dttl, clock.ms.Load())
+		for did, d := range m.devices {
+			if m.live(did, clock.ms.Load()) == nil {
+				continue
+			}
+			if sd, ok := s.devices[did]; !ok || sd.RegisteredAt != d.registered || sd.LastSeen != d.seen {
+				t.Fatalf("step %d: live device %s is stored as %+v (present %v); model %+v", step, did, sd, ok, d)
+			}
+		}
+	}
+	t.Logf("outcomes: %v", outcomes)
+	for _, op := range []string{"register/", "register/registry_full", "challenge", "challenge/too_many_pending",
+		"challenge/unknown_device", "verify/", "verify/nonce_used", "verify/nonce_expired", "verify/invalid_signature",
+		"verify/unknown_nonce", "get", "get/unknown_device", "delete/", "delete/unknown_device"} {
+		if outcomes[op] == 0 {
+			t.Errorf("the random sequence never produced %s", op)
+		}
+	}
+}
+
+// TestRegistryCollectsEverything: a device with more nonces due at once than one gc firing
+// deletes, verified devices (their used nonces stay as markers), deleted devices and devices
+// left to expire. Once the clock has passed every collection time, with no registry message
+// arriving, the gc alarm must bring the registry back to no keys at all, keeping the
+// invariants at every point observed.
+func TestRegistryCollectsEverything(t *testing.T) {
+	cfg := device.Config{NonceTTL: time.Minute, MaxPending: 5000, MaxDevices: 100, DeviceTTL: time.Hour}
+	clock := newFakeClock()
+	h := newHarness(t, cfg, clock.now, testkinds.Counter())
+	keys := newKeys(t, 1)
+	const reg = "gc"
+	nttl, dttl := cfg.NonceTTL.Milliseconds(), cfg.DeviceTTL.Milliseconds()
+	register := func(id string) {
+		t.Helper()
+		if e := h.call(t, reg, device.MethodRegister, device.Registration{DeviceID: id, Version: "1",
+			Platform: "p", BuildHash: "h", PublicKey: keys[0].pub}, nil); e != nil {
+			t.Fatal(e)
+		}
+	}
+	challenge := func(id string) string {
+		t.Helper()
+		var c device.Challenge
+		if e := h.call(t, reg, device.MethodChallenge, device.ChallengeRequest{DeviceID: id}, &c); e != nil {
+			t.Fatal(e)
+		}
+		return c.Nonce
+	}
+
+	register("bulk")
+	const bulk = 2500 // more than one gc firing deletes
+	body, _ := json.Marshal(device.ChallengeRequest{DeviceID: "bulk"})
+	errs := make(chan error, bulk)
+	for range bulk { // concurrently: they share commits
+		go func() {
+			_, err := h.rt.Call(context.Background(), device.KindName, reg, actors.Request{Method: device.MethodChallenge, Body: body})
+			errs <- err
+		}()
+	}
+	for range bulk {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range 20 {
+		id := fmt.Sprintf("d%d", i)
+		register(id)
+		n := challenge(id)
+		challenge(id)
+		switch i % 3 {
+		case 0: // verified: a used marker stays until its retention ends
+			if e := h.call(t, reg, device.MethodVerify, device.Verification{DeviceID: id, Nonce: n, Signature: keys[0].sign(n)}, nil); e != nil {
+				t.Fatal(e)
+			}
+		case 1: // deleted: its unused nonces go with it
+			if e := h.call(t, reg, device.MethodDelete, device.DeviceRef{DeviceID: id}, nil); e != nil {
+				t.Fatal(e)
+			}
+		}
+	}
+	s := h.read(t, reg)
+	s.check(t, nttl, dttl, clock.ms.Load())
+	if want := bulk + 2*20 - 7*2; len(s.nonces) != want {
+		t.Fatalf("%d nonces stored; want %d", len(s.nonces), want)
+	}
+
+	// Past the nonces' retention only: they go, in several firings; the devices stay.
+	clock.advance(2*cfg.NonceTTL + time.Millisecond)
+	tick(t, h, clock, reg)
+	eventually(t, 30*time.Second, "every nonce is collected", func() bool {
+		s := h.read(t, reg)
+		s.check(t, nttl, dttl, clock.ms.Load())
+		return len(s.nonces) == 0
+	})
+	if s := h.read(t, reg); len(s.devices) != 14 {
+		t.Fatalf("%d devices stored after the nonces went; want 14", len(s.devices))
+	}
+	// Past the devices' TTL: everything goes, the gc alarm included.
+	clock.advance(cfg.DeviceTTL)
+	tick(t, h, clock, reg)
+	eventually(t, 30*time.Second, "the registry holds no keys", func() bool {
+		s := h.read(t, reg)
+		s.check(t, nttl, dttl, clock.ms.Load())
+		return s.keys == 0
+	})
+	var d device.Device
+	if e := h.call(t, reg, device.MethodGet, device.DeviceRef{DeviceID: "bulk"}, &d); code(e) != "unknown_device" {
+		t.Fatalf("get after collection: %+v %v", d, e)
+	}
+}
+
+// TestValidate covers the request checks shared by the HTTP edge and the actor.
+func TestValidate(t *testing.T) {
+	key := base64.StdEncoding.EncodeToString(make([]byte, 32))
+	ok := device.Registration{DeviceID: "d", Version: "1", Platform: "p", BuildHash: "h", PublicKey: key}
+	with := func(f func(r *device.Registration)) device.Registration { r := ok; f(&r); return r }
+	for _, c := range []struct {
+		name string
+		err  *actors.Error
+		want string
+	}{
+		{"registration", ok.Validate(), ""},
+		{"key raw url", with(func(r *device.Registration) { r.PublicKey = base64.RawURLEncoding.EncodeToString(make([]byte, 32)) }).Validate(), ""},
+		{"no device_id", with(func(r *device.Registration) { r.DeviceID = "" }).Validate(), "invalid_request"},
+		{"bad device_id", with(func(r *device.Registration) { r.DeviceID = "a/b" }).Validate(), "invalid_id"},
+		{"no version", with(func(r *device.Registration) { r.Version = "" }).Validate(), "invalid_request"},
+		{"no platform", with(func(r *device.Registration) { r.Platform = "" }).Validate(), "invalid_request"},
+		{"no build_hash", with(func(r *device.Registration) { r.BuildHash = "" }).Validate(), "invalid_request"},
+		{"no public_key", with(func(r *device.Registration) { r.PublicKey = "" }).Validate(), "invalid_request"},
+		{"short key", with(func(r *device.Registration) { r.PublicKey = base64.StdEncoding.EncodeToString(make([]byte, 31)) }).Validate(), "invalid_request"},
+		{"key not base64", with(func(r *device.Registration) { r.PublicKey = "***" }).Validate(), "invalid_request"},
+		{"challenge", device.ChallengeRequest{DeviceID: "d"}.Validate(), ""},
+		{"challenge no id", device.ChallengeRequest{}.Validate(), "invalid_request"},
+		{"ref bad id", device.DeviceRef{DeviceID: "d d"}.Validate(), "invalid_id"},
+		{"verify", device.Verification{DeviceID: "d", Nonce: "n", Signature: "s"}.Validate(), ""},
+		{"verify no nonce", device.Verification{DeviceID: "d", Signature: "s"}.Validate(), "invalid_request"},
+		{"verify no signature", device.Verification{DeviceID: "d", Nonce: "n"}.Validate(), "invalid_request"},
+		{"verify malformed nonce", device.Verification{DeviceID: "d", Nonce: "n.n", Signature: "s"}.Validate(), "unknown_nonce"},
+		{"verify long nonce", device.Verification{DeviceID: "d", Nonce: string(bytes.Repeat([]byte("n"), 129)), Signature: "s"}.Validate(), "unknown_nonce"},
+	} {
+		if code(c.err) != c.want {
+			t.Errorf("%s: %v; want %q", c.name, c.err, c.want)
+		}
+	}
+}
