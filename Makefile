@@ -4,7 +4,7 @@ STATICCHECK ?= $(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2
 FUZZTIME    ?= 10s
 
 # Packages whose tests run under the race detector (the concurrent core).
-RACE_PKGS := ./actors/... ./persistence/... ./cluster/... ./config/...
+RACE_PKGS := ./actors/... ./persistence/... ./cluster/... ./config/... ./client/...
 
 .PHONY: all build run test test-unit test-crash fuzz lint bench clean cluster cluster-stop proto
 
@@ -23,10 +23,10 @@ test: lint test-unit test-crash fuzz
 
 test-unit:
 	$(GO) test -race -count=1 $(RACE_PKGS)
-	$(GO) test -count=1 ./api/... ./node/... ./cmd/...
+	$(GO) test -count=1 ./api/... ./node/... ./cmd/... ./bench/...
 
 test-crash:
-	$(GO) test -count=1 -v ./test/...
+	$(GO) test -count=1 -v ./test/crash/...
 
 fuzz:
 	$(GO) test -run='^$$' -fuzz=FuzzDecodeCommand -fuzztime=$(FUZZTIME) ./persistence
