@@ -18,7 +18,7 @@ import (
 // messages at once) and into the pending batch together with the message's reply, which is
 // held. At most one batch is in flight in Raft; the pending batch is proposed when the
 // previous one has committed and the mailbox is empty, so under load many messages share one
-// Raft command. When a command commits its held replies are released; when it fails, every
+// batch, and the partition's proposer merges the batches of many actors into one Raft command. When a command commits its held replies are released; when it fails, every
 // held reply fails, the overlay and the Handler are discarded and the activation retires.
 type activation struct {
 	rt      *Runtime
@@ -219,11 +219,9 @@ func (a *activation) maybePropose(c actor.Context) {
 		return // the next message will propose; the batch grows meanwhile
 	}
 	a.pending, a.inflight = nil, b
-	cmd := persistence.Command{Time: b.time, Ops: b.ops}
 	b.proposed = time.Now()
-	fut := a.rt.repl.Propose(a.part.id, cmd.Encode(nil))
 	self, root := c.Self(), a.rt.system.Root
-	go func() { root.Send(self, &commitDone{b: b, err: fut.Error()}) }()
+	a.part.proposer.submit(b, a.epoch, func(err error) { root.Send(self, &commitDone{b: b, err: err}) })
 }
 
 func (a *activation) committed(c actor.Context, m *commitDone) {
@@ -237,7 +235,6 @@ func (a *activation) committed(c actor.Context, m *commitDone) {
 	a.inflight = nil
 	b := m.b
 	a.rt.metrics.commitLatency.Observe(time.Since(b.proposed).Seconds())
-	a.rt.metrics.commitMessages.Observe(float64(b.messages))
 	for i, op := range b.ops {
 		if e, ok := a.overlay[string(op.Key)]; ok && e.seq == b.seqs[i] {
 			delete(a.overlay, string(op.Key))

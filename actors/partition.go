@@ -28,12 +28,17 @@ type partition struct {
 	readyCh chan struct{} // closed when ready
 	acts    map[actKey]*actRef
 	sched   *scheduler
+
+	proposer proposer
 }
 
 type actKey struct{ kind, id string }
 
 func newPartition(rt *Runtime, id uint32) *partition {
-	return &partition{id: id, rt: rt, readyCh: make(chan struct{}), acts: map[actKey]*actRef{}}
+	p := &partition{id: id, rt: rt, readyCh: make(chan struct{}), acts: map[actKey]*actRef{}}
+	p.proposer.part = p
+	p.proposer.idle = sync.NewCond(&p.proposer.mu)
+	return p
 }
 
 func (p *partition) currentEpoch() uint64 { return p.epoch.Load() }
@@ -153,6 +158,9 @@ func (p *partition) stopAll(acts map[actKey]*actRef, sched *scheduler) {
 
 // becomeReady waits until every committed entry is applied, then opens the partition.
 func (p *partition) becomeReady(gen uint64) {
+	// Commands of the previous leadership still in flight must resolve first, so that the
+	// Barrier below orders after them.
+	p.proposer.waitIdle()
 	for attempt := 0; ; attempt++ {
 		err := p.rt.repl.Barrier(p.id, p.rt.opts.RequestTimeout)
 		p.mu.Lock()

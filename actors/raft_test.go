@@ -2,6 +2,7 @@ package actors_test
 
 import (
 	"context"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -124,6 +125,36 @@ func TestRaftCoalescing(t *testing.T) {
 		t.Fatalf("%v messages in %v commands: want 1920 messages, several per command", messages, commands)
 	}
 	t.Logf("%v messages in %v Raft commands (%.1f per command)", messages, commands, messages/commands)
+}
+
+// BenchmarkSpreadDurableWrites is the opposite load: 64 callers each writing to a random one
+// of 256 actors (like the nonce oracle's shards), so batching must come from merging many
+// actors' writes per partition.
+func BenchmarkSpreadDurableWrites(b *testing.B) {
+	e := startRaftEnv(b, b.TempDir(), testkinds.Counter())
+	defer e.close(b)
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	b.ResetTimer()
+	start := time.Now()
+	for range 64 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := next.Add(1); i <= int64(b.N); i = next.Add(1) {
+				id := strconv.Itoa(int(i*7919) % 256)
+				if _, err := e.rt.Call(context.Background(), "counter", id, actors.Request{Method: "incr"}); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	b.StopTimer()
+	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "acks/s")
+	b.ReportMetric(float64(b.N)/metric(b, e.reg, "shardkeeper_commit_messages", "count", nil), "msgs/cmd")
 }
 
 // BenchmarkHotActorDurableWrites measures acknowledged durable writes per second to one hot
