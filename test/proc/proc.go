@@ -16,9 +16,15 @@
 //   - Kill sends SIGKILL and waits for the exit; Term sends SIGTERM and waits (up to a deadline)
 //     and returns the exit code; Wait waits for an exit the process makes on its own. Restart
 //     starts the same binary again with the same arguments, ports and data directory.
-//   - The process's stdout and stderr go to one log file in a test temp directory; every start
-//     appends a header line. Output returns what the current run wrote. When the test fails,
-//     the tail of the log is printed by a t.Cleanup, and any process still running is killed.
+//   - The process's stdout and stderr go to one log file in a test temp directory (or
+//     Config.LogDir); every start appends a header line. Output returns what the current run
+//     wrote. When the test fails, the tail of the log is printed by a t.Cleanup, and any
+//     process still running is killed.
+//   - For fault injection: Config.IP binds a node's listeners to another loopback address
+//     (FreeAddrOn picks ports there) and Config.GID runs it with its own group id, so that
+//     firewall rules can single it out; Stop and Cont send SIGSTOP and SIGCONT; Wipe empties
+//     the data directory of a node that is not running. StartCluster starts N nodes that form
+//     one cluster (--bootstrap-expect N, --join the others).
 //
 // Every method must be called from the test goroutine (they may call t.Fatal).
 package proc
@@ -33,6 +39,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -92,12 +100,29 @@ func Cleanup() {
 // FreeAddr returns a loopback host:port that was free a moment ago.
 func FreeAddr(t testing.TB) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatalf("proc.FreeAddr: %v", err)
+	return FreeAddrOn(t, "127.0.0.1")
+}
+
+// FreeAddrOn returns host:port on the local address ip (e.g. "127.0.0.12": all of 127/8 is
+// loopback on Linux) whose port was free, for TCP and for UDP, a moment ago.
+func FreeAddrOn(t testing.TB, ip string) string {
+	t.Helper()
+	for range 20 {
+		ln, err := net.Listen("tcp", net.JoinHostPort(ip, "0"))
+		if err != nil {
+			t.Fatalf("proc.FreeAddrOn(%s): %v", ip, err)
+		}
+		addr := ln.Addr().String()
+		// Gossip binds the same port for UDP: make sure that one is free too.
+		pc, uerr := net.ListenPacket("udp", addr)
+		ln.Close()
+		if uerr == nil {
+			pc.Close()
+			return addr
+		}
 	}
-	defer ln.Close()
-	return ln.Addr().String()
+	t.Fatalf("proc.FreeAddrOn(%s): no port free for both TCP and UDP", ip)
+	return ""
 }
 
 // Config describes a node to start.
@@ -114,6 +139,18 @@ type Config struct {
 	// Flags are appended after the flags proc sets (--node-id, --data-dir and the four
 	// addresses), so they may override them.
 	Flags []string
+	// IP is the loopback address the node's four listeners bind (e.g. "127.0.0.11", so that
+	// network faults can tell nodes apart); default 127.0.0.1.
+	IP string
+	// GossipAddr presets the gossip address (host:port), e.g. so that the members of a
+	// cluster can be told each other's address before any starts; default a free port on IP.
+	GossipAddr string
+	// GID, when non-zero, runs the process with this group id (its uid unchanged; needs root).
+	// Firewall rules can then tell the node's own sockets apart (nftables meta skgid).
+	GID uint32
+	// LogDir is where the node's log file goes; default a new t.TempDir() (removed with the
+	// test). Give a directory that outlives the test to keep the logs.
+	LogDir string
 }
 
 // Node is one node process: its addresses, data directory and log. Its fields are read-only.
@@ -143,8 +180,28 @@ func Start(t testing.TB, cfg Config) *Node {
 	if cfg.DataDir == "" {
 		cfg.DataDir = t.TempDir()
 	}
-	n := &Node{t: t, Config: cfg, LogPath: filepath.Join(t.TempDir(), cfg.NodeID+".log"),
-		HTTPAddr: FreeAddr(t), RaftAddr: FreeAddr(t), GossipAddr: FreeAddr(t), RemoteAddr: FreeAddr(t)}
+	if cfg.IP == "" {
+		cfg.IP = "127.0.0.1"
+	}
+	if cfg.GossipAddr == "" {
+		cfg.GossipAddr = FreeAddrOn(t, cfg.IP)
+	}
+	if cfg.LogDir == "" {
+		cfg.LogDir = t.TempDir()
+	}
+	// A port is free when picked, not reserved, so the next pick may return it again: the
+	// node's four addresses are picked until they differ.
+	taken := map[string]bool{cfg.GossipAddr: true}
+	pick := func() string {
+		for {
+			if a := FreeAddrOn(t, cfg.IP); !taken[a] {
+				taken[a] = true
+				return a
+			}
+		}
+	}
+	n := &Node{t: t, Config: cfg, LogPath: filepath.Join(cfg.LogDir, cfg.NodeID+".log"),
+		HTTPAddr: pick(), RaftAddr: pick(), GossipAddr: cfg.GossipAddr, RemoteAddr: pick()}
 	n.args = append(append([]string(nil), cfg.Command...),
 		"--node-id", cfg.NodeID, "--data-dir", cfg.DataDir, "--http-addr", n.HTTPAddr,
 		"--raft-addr", n.RaftAddr, "--gossip-addr", n.GossipAddr, "--remote-addr", n.RemoteAddr)
@@ -189,6 +246,10 @@ func (n *Node) start() {
 	}
 	cmd := exec.Command(n.Config.Bin, n.args...)
 	cmd.Stdout, cmd.Stderr = f, f
+	if n.Config.GID != 0 {
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{
+			Uid: uint32(os.Getuid()), Gid: n.Config.GID, NoSetGroups: true}}
+	}
 	if err := cmd.Start(); err != nil {
 		n.t.Fatalf("proc: start %s: %v", n.Config.NodeID, err)
 	}
@@ -318,4 +379,115 @@ func (n *Node) tail(lines int) string {
 		s = s[len(s)-lines:]
 	}
 	return strings.Join(s, "\n")
+}
+
+// PID is the process id of the current run (0 before the first start).
+func (n *Node) PID() int {
+	if n.cmd == nil || n.cmd.Process == nil {
+		return 0
+	}
+	return n.cmd.Process.Pid
+}
+
+// Running reports whether the current run has not exited (a stopped process is running).
+func (n *Node) Running() bool { return n.running() }
+
+// Stop sends SIGSTOP: the process freezes (its sockets stay open, nothing answers) until
+// Cont. Kill and the test's cleanup still end a stopped process.
+func (n *Node) Stop() {
+	n.t.Helper()
+	n.signal("Stop", syscall.SIGSTOP)
+}
+
+// Cont sends SIGCONT to a process frozen by Stop.
+func (n *Node) Cont() {
+	n.t.Helper()
+	n.signal("Cont", syscall.SIGCONT)
+}
+
+func (n *Node) signal(op string, sig syscall.Signal) {
+	n.t.Helper()
+	if !n.running() {
+		n.t.Fatalf("proc: %s: %s is not running", op, n.Config.NodeID)
+	}
+	if err := n.cmd.Process.Signal(sig); err != nil {
+		n.t.Fatalf("proc: %s %s: %v", op, n.Config.NodeID, err)
+	}
+}
+
+// Wipe deletes everything in the node's data directory (the directory itself stays), as a
+// lost disk would. The process must not be running.
+func (n *Node) Wipe() {
+	n.t.Helper()
+	if n.running() {
+		n.t.Fatalf("proc: Wipe: %s is still running", n.Config.NodeID)
+	}
+	entries, err := os.ReadDir(n.Config.DataDir)
+	if err != nil {
+		n.t.Fatalf("proc: Wipe %s: %v", n.Config.NodeID, err)
+	}
+	for _, e := range entries {
+		if err := os.RemoveAll(filepath.Join(n.Config.DataDir, e.Name())); err != nil {
+			n.t.Fatalf("proc: Wipe %s: %v", n.Config.NodeID, err)
+		}
+	}
+}
+
+// ClusterConfig describes a cluster of nodes started together by StartCluster.
+type ClusterConfig struct {
+	// Bin and Command as in Config.
+	Bin     string
+	Command []string
+	// N is the number of nodes; their ids are "n1" … "nN".
+	N int
+	// IPs are the loopback addresses of the nodes, one per node; default all 127.0.0.1.
+	IPs []string
+	// GIDs are the group ids the nodes run with (see Config.GID), one per node; default none.
+	GIDs []uint32
+	// Flags are given to every node, after --bootstrap-expect N and --join (the gossip
+	// addresses of all the other nodes).
+	Flags []string
+	// LogDir as in Config.
+	LogDir string
+}
+
+// StartCluster starts c.N nodes that form one cluster: each is started with
+// --bootstrap-expect N and --join listing every other node's gossip address (so any of them
+// can restart and rejoin alone). It returns without waiting for readiness (see WaitReady).
+func StartCluster(t testing.TB, c ClusterConfig) []*Node {
+	t.Helper()
+	if c.N < 1 {
+		t.Fatalf("proc.StartCluster: N = %d", c.N)
+	}
+	cfgs := make([]Config, c.N)
+	gossip := make([]string, c.N)
+	for i := range cfgs {
+		cfgs[i] = Config{Bin: c.Bin, Command: c.Command, NodeID: fmt.Sprintf("n%d", i+1), IP: "127.0.0.1", LogDir: c.LogDir}
+		if i < len(c.IPs) {
+			cfgs[i].IP = c.IPs[i]
+		}
+		if i < len(c.GIDs) {
+			cfgs[i].GID = c.GIDs[i]
+		}
+		for gossip[i] == "" || slices.Contains(gossip[:i], gossip[i]) {
+			gossip[i] = FreeAddrOn(t, cfgs[i].IP)
+		}
+		cfgs[i].GossipAddr = gossip[i]
+	}
+	nodes := make([]*Node, c.N)
+	for i := range cfgs {
+		var others []string
+		for j, g := range gossip {
+			if j != i {
+				others = append(others, g)
+			}
+		}
+		cfgs[i].Flags = []string{"--bootstrap-expect", strconv.Itoa(c.N)}
+		if len(others) > 0 {
+			cfgs[i].Flags = append(cfgs[i].Flags, "--join", strings.Join(others, ","))
+		}
+		cfgs[i].Flags = append(cfgs[i].Flags, c.Flags...)
+		nodes[i] = Start(t, cfgs[i])
+	}
+	return nodes
 }

@@ -1,0 +1,306 @@
+package chaos
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/anishathalye/porcupine"
+	"github.com/shardkeeper/shardkeeper/test/proc"
+)
+
+// partitions is P of the chaos cluster.
+const partitions = 16
+
+// nodeFlags are given to every node. Short Raft timeouts (the failover goal needs them), a
+// short request deadline so that a request without a leader fails fast with 503, and limits
+// raised so that the load never meets them (every nonce and entry lives longer than a test).
+var nodeFlags = []string{
+	"--partitions", strconv.Itoa(partitions),
+	"--raft-heartbeat-timeout", "300ms", "--raft-election-timeout", "300ms",
+	"--request-timeout", "2s",
+	"--max-pending-per-device", "100000",
+	"--server-ttl", "1h", "--oracle-nonce-ttl", "1h", "--attest-nonce-ttl", "1h",
+	"--log-level", "info",
+}
+
+// cluster is a three-node cluster of real shardkeeper processes, one loopback address each.
+type cluster struct {
+	t     *testing.T
+	dir   string // output directory: node logs, visualizations
+	nodes []*proc.Node
+	hc    *http.Client
+	start time.Time // time zero of the histories and annotations
+
+	mu    sync.Mutex
+	notes []porcupine.Annotation
+}
+
+func startCluster(t *testing.T) *cluster {
+	t.Helper()
+	c := &cluster{t: t, dir: outDir(t), hc: &http.Client{Timeout: 2 * time.Second}, start: time.Now()}
+	var gids []uint32
+	if netReason == "" {
+		for i := range nodeIPs {
+			gids = append(gids, nodeGID(i))
+		}
+	}
+	begin := time.Now()
+	c.nodes = proc.StartCluster(t, proc.ClusterConfig{
+		Bin: proc.Build(t, "./cmd/shardkeeper"), Command: []string{"serve"}, N: len(nodeIPs),
+		IPs: nodeIPs, GIDs: gids, Flags: nodeFlags, LogDir: c.dir,
+	})
+	for _, n := range c.nodes {
+		n.WaitReady(60 * time.Second)
+	}
+	c.waitConverged(60*time.Second, false)
+	t.Logf("cluster of %d nodes ready and fully replicated in %s; logs in %s", len(c.nodes),
+		time.Since(begin).Round(time.Millisecond), c.dir)
+	return c
+}
+
+// note adds an annotation (a fault, a heal) to the visualizations, and logs it.
+func (c *cluster) note(format string, args ...any) {
+	msg := fmt.Sprintf(format, args...)
+	c.t.Logf("%s: %s", time.Since(c.start).Round(time.Millisecond), msg)
+	c.mu.Lock()
+	c.notes = append(c.notes, porcupine.Annotation{Tag: "faults", Start: int64(time.Since(c.start)), Description: msg})
+	c.mu.Unlock()
+}
+
+func (c *cluster) annotations() []porcupine.Annotation {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Clone(c.notes)
+}
+
+type partitionView struct {
+	ID           uint32   `json:"id"`
+	Leader       string   `json:"leader"`
+	Replicas     []string `json:"replicas"`
+	AppliedIndex uint64   `json:"applied_index"`
+}
+
+type clusterView struct {
+	NodeID  string `json:"node_id"`
+	Members []struct {
+		NodeID string `json:"node_id"`
+		State  string `json:"state"`
+	} `json:"members"`
+	Partitions []partitionView `json:"partitions"`
+}
+
+type hashView struct {
+	NodeID     string `json:"node_id"`
+	Partitions []struct {
+		ID           uint32 `json:"id"`
+		AppliedIndex uint64 `json:"applied_index"`
+		Hash         string `json:"hash"`
+	} `json:"partitions"`
+}
+
+func (c *cluster) getJSON(n *proc.Node, path string, out any) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, n.URL(path), nil)
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("GET %s on %s: %s: %s", path, n.Config.NodeID, resp.Status, b)
+	}
+	return json.Unmarshal(b, out)
+}
+
+// leaderCounts counts the partitions each node leads, as node n sees it.
+func (c *cluster) leaderCounts(n *proc.Node) map[string]int {
+	c.t.Helper()
+	var v clusterView
+	if err := c.getJSON(n, "/v1/cluster", &v); err != nil {
+		c.t.Fatalf("cluster view: %v", err)
+	}
+	counts := map[string]int{}
+	for _, node := range c.nodes {
+		counts[node.Config.NodeID] = 0
+	}
+	for _, p := range v.Partitions {
+		if p.Leader != "" {
+			counts[p.Leader]++
+		}
+	}
+	return counts
+}
+
+// pickByLeadership returns the index of the running node leading the most (most = true) or
+// the fewest partitions; ties go to the lower id.
+func (c *cluster) pickByLeadership(most bool) (int, map[string]int) {
+	c.t.Helper()
+	var viewer *proc.Node
+	for _, n := range c.nodes {
+		if n.Running() {
+			viewer = n
+			break
+		}
+	}
+	counts := c.leaderCounts(viewer)
+	best := -1
+	for i, n := range c.nodes {
+		k := counts[n.Config.NodeID]
+		if best < 0 || (most && k > counts[c.nodes[best].Config.NodeID]) || (!most && k < counts[c.nodes[best].Config.NodeID]) {
+			best = i
+		}
+	}
+	return best, counts
+}
+
+// waitConverged waits until every node agrees on a leader for every partition, every
+// partition is replicated on every node (its leader's configuration lists each node once),
+// and all replicas of a partition report the same applied index; then it checks that they
+// report the same state hash. Writes must have stopped. With check false it only waits.
+func (c *cluster) waitConverged(timeout time.Duration, check bool) {
+	c.t.Helper()
+	start := time.Now()
+	deadline := start.Add(timeout)
+	want := make([]string, len(c.nodes))
+	for i, n := range c.nodes {
+		want[i] = n.Config.NodeID
+	}
+	var last string
+	diverged := map[uint32]int{}
+	for {
+		views := map[string]clusterView{}
+		hashes := map[string]hashView{}
+		problem := ""
+		for _, n := range c.nodes {
+			var v clusterView
+			var h hashView
+			if err := c.getJSON(n, "/v1/cluster", &v); err != nil {
+				problem = err.Error()
+				break
+			}
+			if err := c.getJSON(n, "/v1/cluster/hashes", &h); err != nil {
+				problem = err.Error()
+				break
+			}
+			views[n.Config.NodeID], hashes[n.Config.NodeID] = v, h
+		}
+		var divergence []string
+		if problem == "" {
+		parts:
+			for p := range uint32(partitions) {
+				leader := ""
+				for _, id := range want {
+					l := views[id].Partitions[p].Leader
+					if l == "" || (leader != "" && l != leader) {
+						problem = fmt.Sprintf("partition %d: leaders %s", p, leadersOf(views, want, p))
+						break parts
+					}
+					leader = l
+				}
+				replicas := slices.Sorted(slices.Values(views[leader].Partitions[p].Replicas))
+				if !slices.Equal(replicas, want) {
+					problem = fmt.Sprintf("partition %d: replicas %v (leader %s), want %v", p, replicas, leader, want)
+					break
+				}
+				var idx []uint64
+				hs := map[string][]string{}
+				for _, id := range want {
+					e := hashes[id].Partitions[p]
+					idx = append(idx, e.AppliedIndex)
+					hs[e.Hash] = append(hs[e.Hash], id)
+				}
+				if slices.Min(idx) != slices.Max(idx) {
+					problem = fmt.Sprintf("partition %d: applied indexes %v on %v", p, idx, want)
+					break
+				}
+				if len(hs) > 1 {
+					diverged[p]++
+					divergence = append(divergence, fmt.Sprintf("partition %d at applied index %d: hashes %v", p, idx[0], hs))
+				} else {
+					delete(diverged, p)
+				}
+			}
+		}
+		if problem == "" {
+			if len(divergence) == 0 {
+				c.t.Logf("converged in %s: every partition led, replicated on %v, same applied index and state hash on every replica",
+					time.Since(start).Round(time.Millisecond), want)
+				return
+			}
+			stable := true
+			for p := range diverged {
+				stable = stable && diverged[p] >= 2
+			}
+			if stable && check {
+				c.t.Errorf("replicas diverged (same applied index, different state):\n  %s", strings.Join(divergence, "\n  "))
+				return
+			}
+			problem = strings.Join(divergence, "; ")
+		}
+		last = problem
+		if time.Now().After(deadline) {
+			c.t.Fatalf("cluster did not converge within %s: %s", timeout, last)
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+}
+
+func leadersOf(views map[string]clusterView, ids []string, p uint32) string {
+	var out []string
+	for _, id := range ids {
+		l := views[id].Partitions[p].Leader
+		if l == "" {
+			l = "-"
+		}
+		out = append(out, id+"→"+l)
+	}
+	sort.Strings(out)
+	return strings.Join(out, " ")
+}
+
+// waitLeaders waits until every running node knows a leader for every partition.
+func (c *cluster) waitLeaders(timeout time.Duration) {
+	c.t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		missing := ""
+		for _, n := range c.nodes {
+			if !n.Running() {
+				continue
+			}
+			var v clusterView
+			if err := c.getJSON(n, "/v1/cluster", &v); err != nil {
+				missing = err.Error()
+				break
+			}
+			for _, p := range v.Partitions {
+				if p.Leader == "" {
+					missing = fmt.Sprintf("%s knows no leader of partition %d", n.Config.NodeID, p.ID)
+					break
+				}
+			}
+		}
+		if missing == "" {
+			return
+		}
+		if time.Now().After(deadline) {
+			c.t.Fatalf("no leader everywhere after %s: %s", timeout, missing)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
