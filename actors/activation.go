@@ -204,7 +204,7 @@ func (a *activation) stage(ctx *Context, reply func(error)) {
 	case a.inflight != nil:
 		a.inflight.held = append(a.inflight.held, reply)
 	default:
-		reply(nil)
+		a.part.reads.wait(reply)
 	}
 }
 

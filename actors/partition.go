@@ -30,6 +30,7 @@ type partition struct {
 	sched   *scheduler
 
 	proposer proposer
+	reads    readGate
 }
 
 type actKey struct{ kind, id string }
@@ -38,6 +39,7 @@ func newPartition(rt *Runtime, id uint32) *partition {
 	p := &partition{id: id, rt: rt, readyCh: make(chan struct{}), acts: map[actKey]*actRef{}}
 	p.proposer.part = p
 	p.proposer.idle = sync.NewCond(&p.proposer.mu)
+	p.reads.part = p
 	return p
 }
 

@@ -78,7 +78,8 @@ func (l lateRepl) Barrier(p uint32, d time.Duration) error {
 	l.ready.Wait()
 	return (*l.h).Barrier(p, d)
 }
-func (l lateRepl) LastTime(p uint32) int64 { l.ready.Wait(); return (*l.h).LastTime(p) }
+func (l lateRepl) LastTime(p uint32) int64             { l.ready.Wait(); return (*l.h).LastTime(p) }
+func (l lateRepl) VerifyLeader(p uint32) actors.Future { l.ready.Wait(); return (*l.h).VerifyLeader(p) }
 
 // On real Raft: state and alarms survive a clean restart (crash restarts are tested with
 // SIGKILL in test/crash), and log replay does not re-apply entries.

@@ -22,6 +22,9 @@ type Replicator interface {
 	Barrier(p uint32, timeout time.Duration) error
 	// LastTime is the greatest command time applied in partition p (Unix ms).
 	LastTime(p uint32) int64
+	// VerifyLeader resolves without error only if this node still leads partition p at
+	// some point after the call (a quorum acknowledged it).
+	VerifyLeader(p uint32) Future
 }
 
 // Future is the outcome of a proposal. Error blocks until it is known. It is an alias so that
@@ -84,3 +87,6 @@ func (m *MemReplicator) Barrier(uint32, time.Duration) error { return nil }
 
 // LastTime implements Replicator.
 func (m *MemReplicator) LastTime(p uint32) int64 { return m.fsms[p].LastTime() }
+
+// VerifyLeader implements Replicator: the in-memory log has no rivals.
+func (m *MemReplicator) VerifyLeader(uint32) Future { return doneFuture{} }

@@ -364,3 +364,28 @@ func decodeFirings(t *testing.T, s string) []testkinds.Firing {
 	}
 	return fs
 }
+
+// deposedReplicator commits (as a leader would) but cannot confirm leadership, like a node
+// that was paused and replaced: it must not answer reads from its own state.
+type deposedReplicator struct{ *actors.MemReplicator }
+
+func (deposedReplicator) VerifyLeader(uint32) actors.Future {
+	return failedFuture{errors.New("not the leader any more")}
+}
+
+type failedFuture struct{ err error }
+
+func (f failedFuture) Error() error { return f.err }
+
+// A reply that depends on no uncommitted write waits for a leadership check after it was
+// produced; a deposed leader answers ErrUnavailable instead of possibly stale state.
+func TestReadsRequireVerifiedLeadership(t *testing.T) {
+	e := newEnv(t, actors.Options{}, func(m *actors.MemReplicator) actors.Replicator { return deposedReplicator{m} },
+		testkinds.Counter())
+	if v := call(t, e.rt, "counter", "r", "incr", nil); v != "1" { // a commit proves leadership
+		t.Fatalf("incr = %s", v)
+	}
+	if _, err := e.rt.Call(context.Background(), "counter", "r", actors.Request{Method: "get"}); !errors.Is(err, actors.ErrUnavailable) {
+		t.Fatalf("read on a node that cannot verify its leadership: %v, want ErrUnavailable", err)
+	}
+}

@@ -288,6 +288,7 @@ func (l *lateReplicator) Propose(p uint32, cmd []byte) actors.Future {
 }
 func (l *lateReplicator) Barrier(p uint32, d time.Duration) error { return (*l.host).Barrier(p, d) }
 func (l *lateReplicator) LastTime(p uint32) int64                 { return (*l.host).LastTime(p) }
+func (l *lateReplicator) VerifyLeader(p uint32) actors.Future     { return (*l.host).VerifyLeader(p) }
 
 // Runtime is the node's actor runtime.
 func (n *Node) Runtime() *actors.Runtime { return n.runtime }

@@ -33,10 +33,6 @@ type fault struct {
 // Server bugs found by this suite (see the report in the commit that added it). Run the
 // blocked subtests with -chaos.run-blocked to see them fail.
 const (
-	blockedStaleRead = "blocked: a leader paused past the election timeout answers reads (and writes that " +
-		"turn out read-only, e.g. consume of a nonce it does not know) from stale state for ~20 ms after it " +
-		"resumes, before Raft tells it that it was deposed; no leadership check (VerifyLeader/ReadIndex) " +
-		"guards replies that carry no writes. Reproducer: TestStaleReadAfterPause"
 	blockedShutdownRace = "blocked: SIGTERM closes idle keep-alive connections at once (http.Server.Shutdown), " +
 		"so a non-idempotent request (issue, challenge, verify) that a client sends on such a connection at " +
 		"that moment ends with EOF/connection reset and an unknown outcome that may not be retried"
@@ -45,8 +41,8 @@ const (
 var faults = []fault{
 	{name: "kill-leader", short: true, run: killLeader},
 	{name: "kill-follower", run: killFollower},
-	{name: "stop-follower", short: true, blocked: blockedStaleRead, run: func(s *scenario) { stopNode(s, false) }},
-	{name: "stop-leader", blocked: blockedStaleRead, run: func(s *scenario) { stopNode(s, true) }},
+	{name: "stop-follower", short: true, run: func(s *scenario) { stopNode(s, false) }},
+	{name: "stop-leader", run: func(s *scenario) { stopNode(s, true) }},
 	{name: "restart", short: true, run: restartWithData},
 	{name: "wipe", short: true, run: wipeAndRejoin},
 	{name: "rolling-restart", retry: true, run: rollingRestart},

@@ -1,0 +1,51 @@
+package actors
+
+import "sync"
+
+// readGate holds replies that depend on no uncommitted write until this node has proven it
+// still leads the partition (raft VerifyLeader, issued after the reply was produced). Without
+// it a leader that was paused or cut off — and already replaced — would answer reads from
+// state it no longer owns. Replies carrying writes need no check: their commit proves it.
+//
+// One verification is in flight per partition; replies arriving meanwhile wait for the next
+// one, so every reply is covered by a verification that started after it was produced.
+type readGate struct {
+	part *partition
+
+	mu       sync.Mutex
+	waiting  []func(error)
+	inflight bool
+}
+
+// wait calls done once leadership is verified (nil) or could not be (ErrUnavailable).
+func (g *readGate) wait(done func(error)) {
+	g.mu.Lock()
+	g.waiting = append(g.waiting, done)
+	start := !g.inflight
+	g.inflight = true
+	g.mu.Unlock()
+	if start {
+		go g.verify()
+	}
+}
+
+func (g *readGate) verify() {
+	for {
+		g.mu.Lock()
+		group := g.waiting
+		g.waiting = nil
+		if len(group) == 0 {
+			g.inflight = false
+			g.mu.Unlock()
+			return
+		}
+		g.mu.Unlock()
+		var err error
+		if verr := g.part.rt.repl.VerifyLeader(g.part.id).Error(); verr != nil {
+			err = Unavailable("partition %d: this node could not confirm it still leads: %v", g.part.id, verr)
+		}
+		for _, done := range group {
+			done(err)
+		}
+	}
+}
