@@ -18,7 +18,7 @@ run: build
 	./bin/shardkeeper serve --data-dir ./data
 
 # The whole suite: lint, unit tests (race detector on the core), multi-process crash tests,
-# and a short fuzz run so the fuzz targets never rot.
+# the short chaos run, and a short fuzz run so the fuzz targets never rot.
 test: lint test-unit test-crash fuzz
 
 test-unit:
@@ -27,6 +27,7 @@ test-unit:
 
 test-crash:
 	$(GO) test -count=1 -v ./test/crash/...
+	$(GO) test -count=1 -short -v -timeout 15m ./test/chaos/
 
 fuzz:
 	$(GO) test -run='^$$' -fuzz=FuzzDecodeCommand -fuzztime=$(FUZZTIME) ./persistence

@@ -33,6 +33,7 @@ func startNode(t testing.TB, mutate func(*config.Config)) *testNode {
 	cfg.Partitions = 4
 	cfg.RaftHeartbeatTimeout, cfg.RaftElectionTimeout = 100*time.Millisecond, 100*time.Millisecond
 	cfg.LogLevel = "error"
+	cfg.ShutdownDrain = 0 // nothing to drain in a test
 	if mutate != nil {
 		mutate(&cfg)
 	}

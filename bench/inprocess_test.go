@@ -40,6 +40,7 @@ func startNode(b *testing.B) string {
 	cfg.Partitions = 16
 	cfg.MaxPendingPerDevice, cfg.MaxDevices, cfg.MaxServers = 1_000_000, 1_000_000, 1_000_000
 	cfg.LogLevel = "error"
+	cfg.ShutdownDrain = 0 // nothing to drain in a test
 	logger := slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
 	n, err := node.Start(cfg, node.Options{Logger: logger, Kinds: api.Kinds(cfg),
 		Routes: func(mux *http.ServeMux, caller api.Caller) { api.Register(mux, caller, cfg) }})

@@ -83,6 +83,9 @@ func New(baseURLs []string, opts ...Option) (*Client, error) {
 		t := http.DefaultTransport.(*http.Transport).Clone()
 		t.MaxIdleConns = 1024
 		t.MaxIdleConnsPerHost = 256
+		// Below the server's --shutdown-drain (2s): a connection idle that long is dropped
+		// here before a draining server could close it under a request being written.
+		t.IdleConnTimeout = time.Second
 		c.hc = &http.Client{Transport: t}
 	}
 	return c, nil

@@ -60,6 +60,7 @@ type Config struct {
 
 	RequestTimeout       time.Duration // --request-timeout 5s: deadline of one request incl. commit
 	ActorIdleTimeout     time.Duration // --actor-idle-timeout 2m: idle activations passivate after this
+	ShutdownDrain        time.Duration // --shutdown-drain 2s: on SIGTERM, serve with Connection: close and fail /readyz this long first
 	RaftHeartbeatTimeout time.Duration // --raft-heartbeat-timeout 500ms, >= 50ms
 	RaftElectionTimeout  time.Duration // --raft-election-timeout 500ms, >= 50ms and >= the heartbeat timeout
 	SnapshotThreshold    uint64        // --snapshot-threshold 8192: raft log entries between snapshots, >= 1
@@ -107,6 +108,7 @@ var options = []option{
 	durOpt("oracle-nonce-ttl", "1h", "lifetime of an oracle nonce", func(c *Config) *time.Duration { return &c.OracleNonceTTL }),
 	durOpt("request-timeout", "5s", "deadline of one request, commit included", func(c *Config) *time.Duration { return &c.RequestTimeout }),
 	durOpt("actor-idle-timeout", "2m", "idle actor activations are passivated after this", func(c *Config) *time.Duration { return &c.ActorIdleTimeout }),
+	durOpt("shutdown-drain", "2s", "on SIGTERM, keep serving this long with /readyz failing and connections closed after each response, so that clients and load balancers move away before the listener closes (0 disables)", func(c *Config) *time.Duration { return &c.ShutdownDrain }),
 	durOpt("raft-heartbeat-timeout", "500ms", "Raft heartbeat timeout (>= 50ms)", func(c *Config) *time.Duration { return &c.RaftHeartbeatTimeout }),
 	durOpt("raft-election-timeout", "500ms", "Raft election timeout (>= 50ms, >= --raft-heartbeat-timeout)", func(c *Config) *time.Duration { return &c.RaftElectionTimeout }),
 	{name: "snapshot-threshold", def: "8192", usage: "Raft log entries between snapshots (>= 1)",
@@ -501,6 +503,9 @@ func (c Config) Validate() error {
 		{"actor-idle-timeout", c.ActorIdleTimeout},
 		{"raft-heartbeat-timeout", c.RaftHeartbeatTimeout},
 		{"raft-election-timeout", c.RaftElectionTimeout},
+	}
+	if c.ShutdownDrain < 0 {
+		bad("shutdown-drain", "must not be negative, got %s", c.ShutdownDrain)
 	}
 	for _, d := range durs {
 		if d.v <= 0 {

@@ -64,6 +64,7 @@ func TestDefault(t *testing.T) {
 		OracleNonceTTL:       time.Hour,
 		RequestTimeout:       5 * time.Second,
 		ActorIdleTimeout:     2 * time.Minute,
+		ShutdownDrain:        2 * time.Second,
 		RaftHeartbeatTimeout: 500 * time.Millisecond,
 		RaftElectionTimeout:  500 * time.Millisecond,
 		SnapshotThreshold:    8192,
@@ -119,6 +120,7 @@ var samples = map[string]struct {
 	"oracle-nonce-ttl":       {"2h", func(c *Config) { c.OracleNonceTTL = 2 * time.Hour }},
 	"request-timeout":        {"1500ms", func(c *Config) { c.RequestTimeout = 1500 * time.Millisecond }},
 	"actor-idle-timeout":     {"30s", func(c *Config) { c.ActorIdleTimeout = 30 * time.Second }},
+	"shutdown-drain":         {"5s", func(c *Config) { c.ShutdownDrain = 5 * time.Second }},
 	"raft-heartbeat-timeout": {"100ms", func(c *Config) { c.RaftHeartbeatTimeout = 100 * time.Millisecond }},
 	"raft-election-timeout":  {"1s", func(c *Config) { c.RaftElectionTimeout = time.Second }},
 	"snapshot-threshold":     {"1024", func(c *Config) { c.SnapshotThreshold = 1024 }},
@@ -473,6 +475,7 @@ func TestValidate(t *testing.T) {
 		{"oracle-nonce-ttl 0", func(c *Config) { c.OracleNonceTTL = 0 }, "oracle-nonce-ttl"},
 		{"request-timeout 0", func(c *Config) { c.RequestTimeout = 0 }, "request-timeout"},
 		{"actor-idle-timeout 0", func(c *Config) { c.ActorIdleTimeout = 0 }, "actor-idle-timeout"},
+		{"shutdown-drain negative", func(c *Config) { c.ShutdownDrain = -time.Second }, "shutdown-drain"},
 		{"raft-heartbeat-timeout 49ms", func(c *Config) { c.RaftHeartbeatTimeout = 49 * time.Millisecond }, "raft-heartbeat-timeout"},
 		{"raft-heartbeat-timeout 50ms", func(c *Config) {
 			c.RaftHeartbeatTimeout, c.RaftElectionTimeout = 50*time.Millisecond, 50*time.Millisecond

@@ -16,6 +16,7 @@ import (
 	"sort"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -49,6 +50,7 @@ type Node struct {
 	served     chan error
 	stop       chan struct{}
 	wg         sync.WaitGroup
+	draining   atomic.Bool
 }
 
 // Options extend a node beyond its configuration.
@@ -152,7 +154,7 @@ func Start(cfg config.Config, opts Options) (n *Node, err error) {
 	if opts.Routes != nil {
 		opts.Routes(mux, n.router)
 	}
-	n.http = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	n.http = &http.Server{Handler: n.drainAware(mux), ReadHeaderTimeout: 10 * time.Second}
 	go func() { n.served <- n.http.Serve(n.ln) }()
 	logger.Info("shardkeeper node started", "node_id", cfg.NodeID, "server_id", n.serverID,
 		"http", n.ln.Addr().String(), "raft", host.Addr(), "gossip", cfg.GossipAddr,
@@ -317,8 +319,23 @@ func (n *Node) Members() []api.Member {
 // Partitions implements api.ClusterView.
 func (n *Node) Partitions() []cluster.PartitionStatus { return n.host.Status() }
 
+// drainAware closes every connection after its response while the node drains, so that no
+// client is left holding an idle keep-alive connection when the listener shuts: a request
+// written on one at that moment would be lost with an unknown outcome.
+func (n *Node) drainAware(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if n.draining.Load() {
+			w.Header().Set("Connection", "close")
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
 // Ready implements api.ClusterView.
 func (n *Node) Ready() error {
+	if n.draining.Load() {
+		return errors.New("node is shutting down")
+	}
 	for _, p := range n.host.Status() {
 		if p.Leader == "" {
 			return fmt.Errorf("partition %d has no leader", p.ID)
@@ -346,11 +363,22 @@ func (n *Node) StateHashes() ([]api.PartitionHash, error) {
 // Done delivers the HTTP server's exit error if it stops on its own.
 func (n *Node) Done() <-chan error { return n.served }
 
-// Shutdown leaves the cluster gracefully: it stops taking requests (in-flight ones finish
+// Shutdown leaves the cluster gracefully: it drains (--shutdown-drain: /readyz fails and
+// every response closes its connection), stops taking requests (in-flight ones finish
 // until ctx ends), hands over the leadership of every partition led here, leaves gossip, then
 // stops the runtime, Raft and storage.
 func (n *Node) Shutdown(ctx context.Context) error {
 	var errs []error
+	if n.http != nil && n.cfg.ShutdownDrain > 0 {
+		n.draining.Store(true)
+		n.logger.Info("draining before shutdown", "for", n.cfg.ShutdownDrain)
+		t := time.NewTimer(n.cfg.ShutdownDrain)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+		}
+	}
 	if n.http != nil {
 		if err := n.http.Shutdown(ctx); err != nil {
 			errs = append(errs, fmt.Errorf("http shutdown: %w", err))

@@ -30,14 +30,6 @@ type fault struct {
 	run     func(s *scenario)
 }
 
-// Server bugs found by this suite (see the report in the commit that added it). Run the
-// blocked subtests with -chaos.run-blocked to see them fail.
-const (
-	blockedShutdownRace = "blocked: SIGTERM closes idle keep-alive connections at once (http.Server.Shutdown), " +
-		"so a non-idempotent request (issue, challenge, verify) that a client sends on such a connection at " +
-		"that moment ends with EOF/connection reset and an unknown outcome that may not be retried"
-)
-
 var faults = []fault{
 	{name: "kill-leader", short: true, run: killLeader},
 	{name: "kill-follower", run: killFollower},
@@ -151,28 +143,15 @@ func runScenario(t *testing.T, f fault, seed uint64) {
 	for _, u := range s.w.unexpected {
 		t.Errorf("unexpected answer (a server error, never a legal outcome): %s", u)
 	}
-	lostOnly := len(s.w.permanent) > 0
 	if f.retry {
 		for _, p := range s.w.permanent {
-			lostOnly = lostOnly && p.lostAnswer
-			if p.lostAnswer && !*flagRunBlocked {
-				t.Logf("request failed permanently (known, %s): %s", blockedShutdownRace, p.msg)
-			} else {
-				t.Errorf("request failed permanently: %s", p.msg)
-			}
+			t.Errorf("request failed permanently: %s", p.msg)
 		}
 		if len(s.w.permanent) == 0 {
 			t.Logf("no request failed permanently (clients retried 503/429 after Retry-After and refused connections on the next node)")
 		}
 	}
 	s.w.mu.Unlock()
-	defer func() {
-		// After every other check: a run whose only failures are the known shutdown race
-		// is reported as blocked rather than passed.
-		if f.retry && lostOnly && !*flagRunBlocked {
-			t.Skip(blockedShutdownRace)
-		}
-	}()
 	if len(s.failovers) > 0 {
 		t.Log(failoverLine(s.failovers))
 		failoverMu.Lock()

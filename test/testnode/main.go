@@ -82,7 +82,7 @@ func run(args []string) error {
 	case err := <-n.Done():
 		logger.Error("http server stopped", "error", err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), cfg.RequestTimeout+5*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownDrain+cfg.RequestTimeout+5*time.Second)
 	defer cancel()
 	if err := n.Shutdown(ctx); err != nil {
 		return fmt.Errorf("shutdown: %w", err)
