@@ -183,7 +183,9 @@ func (h *Host) Barrier(p uint32, timeout time.Duration) error {
 }
 
 // VerifyLeader confirms with a quorum that this node still leads partition p.
-func (h *Host) VerifyLeader(p uint32) interface{ Error() error } { return h.groups[p].raft.VerifyLeader() }
+func (h *Host) VerifyLeader(p uint32) interface{ Error() error } {
+	return h.groups[p].raft.VerifyLeader()
+}
 
 // LastTime is the greatest command time applied in partition p.
 func (h *Host) LastTime(p uint32) int64 { return h.groups[p].fsm.LastTime() }
