@@ -2,18 +2,14 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
 	"os"
-	"os/signal"
 	"strings"
-	"syscall"
 	"text/tabwriter"
 	"time"
 
@@ -57,31 +53,9 @@ func main() {
 }
 
 func serve(args []string) error {
-	cfg, err := config.Load(args, os.LookupEnv, os.Stderr)
-	if err != nil {
-		return err
-	}
-	logger := slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: cfg.SlogLevel()}))
-	slog.SetDefault(logger)
-	n, err := node.Start(cfg, node.Options{Logger: logger, Kinds: Kinds(cfg), Routes: Routes(cfg)})
-	if err != nil {
-		return err
-	}
-	sig := make(chan os.Signal, 1)
-	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
-	select {
-	case s := <-sig:
-		logger.Info("shutting down", "signal", s.String())
-	case err := <-n.Done():
-		logger.Error("http server stopped", "error", err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownDrain+cfg.RequestTimeout+5*time.Second)
-	defer cancel()
-	if err := n.Shutdown(ctx); err != nil {
-		return fmt.Errorf("shutdown: %w", err)
-	}
-	logger.Info("stopped")
-	return nil
+	return node.Serve(args, func(cfg config.Config) node.Options {
+		return node.Options{Kinds: api.Kinds(cfg), Routes: func(mux *http.ServeMux, c api.Caller) { api.Register(mux, c, cfg) }}
+	})
 }
 
 func status(args []string, out io.Writer) error {

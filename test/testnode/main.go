@@ -16,12 +16,8 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
 	"os"
-	"os/signal"
-	"syscall"
-	"time"
 
 	"github.com/shardkeeper/shardkeeper/actors"
 	"github.com/shardkeeper/shardkeeper/api"
@@ -45,48 +41,26 @@ func main() {
 }
 
 func run(args []string) error {
-	cfg, err := config.Load(args, os.LookupEnv, os.Stderr)
-	if err != nil {
-		return err
-	}
-	logger := slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: cfg.SlogLevel()}))
-	slog.SetDefault(logger)
-	routes := func(mux *http.ServeMux, rt api.Caller) {
-		mux.HandleFunc("POST /test/{kind}/{id}/{method}", func(w http.ResponseWriter, r *http.Request) {
-			body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
-			if err != nil {
-				api.WriteError(w, &api.Error{Status: http.StatusRequestEntityTooLarge, Code: "too_large", Message: err.Error()})
-				return
-			}
-			ctx, cancel := context.WithTimeout(r.Context(), cfg.RequestTimeout)
-			defer cancel()
-			reply, err := rt.Call(ctx, r.PathValue("kind"), r.PathValue("id"),
-				actors.Request{Method: r.PathValue("method"), Body: body})
-			if err != nil {
-				api.WriteError(w, err)
-				return
-			}
-			w.Header().Set("Content-Type", "application/octet-stream")
-			_, _ = w.Write(reply)
-		})
-	}
-	n, err := node.Start(cfg, node.Options{Logger: logger, Kinds: []actors.Kind{testkinds.Counter()}, Routes: routes})
-	if err != nil {
-		return err
-	}
-	sig := make(chan os.Signal, 1)
-	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
-	select {
-	case s := <-sig:
-		logger.Info("shutting down", "signal", s.String())
-	case err := <-n.Done():
-		logger.Error("http server stopped", "error", err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownDrain+cfg.RequestTimeout+5*time.Second)
-	defer cancel()
-	if err := n.Shutdown(ctx); err != nil {
-		return fmt.Errorf("shutdown: %w", err)
-	}
-	logger.Info("stopped")
-	return nil
+	return node.Serve(args, func(cfg config.Config) node.Options {
+		routes := func(mux *http.ServeMux, rt api.Caller) {
+			mux.HandleFunc("POST /test/{kind}/{id}/{method}", func(w http.ResponseWriter, r *http.Request) {
+				body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
+				if err != nil {
+					api.WriteError(w, &api.Error{Status: http.StatusRequestEntityTooLarge, Code: "body_too_large", Message: err.Error()})
+					return
+				}
+				ctx, cancel := context.WithTimeout(r.Context(), cfg.RequestTimeout)
+				defer cancel()
+				reply, err := rt.Call(ctx, r.PathValue("kind"), r.PathValue("id"),
+					actors.Request{Method: r.PathValue("method"), Body: body})
+				if err != nil {
+					api.WriteError(w, err)
+					return
+				}
+				w.Header().Set("Content-Type", "application/octet-stream")
+				_, _ = w.Write(reply)
+			})
+		}
+		return node.Options{Kinds: []actors.Kind{testkinds.Counter()}, Routes: routes}
+	})
 }
