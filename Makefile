@@ -6,7 +6,7 @@ FUZZTIME    ?= 10s
 # Packages whose tests run under the race detector (the concurrent core).
 RACE_PKGS := ./actors/... ./persistence/... ./cluster/... ./config/... ./client/...
 
-.PHONY: all build run test test-unit test-crash fuzz lint bench clean cluster cluster-stop proto
+.PHONY: all build run test test-unit test-crash fuzz lint bench bench-cluster clean cluster cluster-stop proto
 
 all: build
 
@@ -47,6 +47,14 @@ bench:
 	$(GO) test -run='^$$' -bench=. -benchtime=3s ./actors/
 	$(GO) build -o bin/skbench ./bench/cmd/skbench
 	./bin/skbench $(BENCH_FLAGS)
+
+# The load benchmark on three nodes: a fresh 3-node shardkeeper cluster (round robin over the
+# nodes) and, on the nonce workload, a 3-member etcd cluster (Debian's etcd-server, installed
+# with apt-get when root; default fsync) through its v3 JSON gateway; prints the
+# shardkeeper/etcd ratios and adds the rows to bench/results/latest.json.
+bench-cluster:
+	$(GO) build -o bin/skbench ./bench/cmd/skbench
+	./bin/skbench --nodes 3 $(BENCH_FLAGS)
 
 # Three local nodes behind HAProxy on 127.0.0.1:8080 (health-checked with /readyz).
 cluster:

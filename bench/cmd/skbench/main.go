@@ -5,6 +5,15 @@
 // It prints a table, the side-by-side nonce comparison with the shardkeeper/Redis ratio, and
 // writes the rows to a JSON file. Progress goes to stderr.
 //
+// With --nodes 3 it starts a 3-node shardkeeper cluster instead (fresh data directories,
+// the workloads round robin over the three nodes, system "shardkeeper-3") and, on the nonce
+// workload, a 3-member etcd cluster on loopback (installed with apt-get install etcd-server
+// when missing and root; default fsync) driven through etcd's v3 JSON gateway: issue = one
+// txn "create_revision(nonce/<random>) == 0 → put nonce/<random> = org with a shared lease",
+// consume = one txn "value(nonce/<n>) == org and create_revision(used/<n>) == 0 → put used/<n>
+// = request id with the lease". It prints the shardkeeper/etcd comparison and adds its rows to
+// the JSON file, replacing only earlier rows of the same workload, system and client count.
+//
 // Workloads (one operation each, closed loop, every client waiting for its answer):
 //
 //	oracle     POST /v1/nonces then POST /v1/nonces/{nonce}/consume
@@ -17,6 +26,7 @@
 //
 //	go run ./bench/cmd/skbench [--duration 5s] [--warmup 1s] [--clients 1,16,64,256]
 //	    [--workloads oracle,device,heartbeat] [--skip-redis] [--out bench/results/latest.json]
+//	    [--nodes 1|3] [--skip-etcd]
 package main
 
 import (
@@ -47,6 +57,8 @@ type options struct {
 	clients          []int
 	workloads        []string
 	skipRedis        bool
+	skipEtcd         bool
+	nodes            int
 	out              string
 	bin              string
 	urls             []string
@@ -86,6 +98,8 @@ func parseFlags(args []string) (options, error) {
 	clients := fs.String("clients", "1,16,64,256", "comma-separated concurrent client counts")
 	workloads := fs.String("workloads", "oracle,device,heartbeat", "comma-separated workloads: oracle, device, heartbeat")
 	fs.BoolVar(&o.skipRedis, "skip-redis", false, "do not run (or install) Redis")
+	fs.IntVar(&o.nodes, "nodes", 1, "shardkeeper nodes: 1 (compared with Redis) or 3 (a cluster, compared with a 3-member etcd)")
+	fs.BoolVar(&o.skipEtcd, "skip-etcd", false, "with --nodes 3: do not run (or install) etcd")
 	fs.StringVar(&o.out, "out", filepath.Join("bench", "results", "latest.json"), "JSON results file")
 	fs.StringVar(&o.bin, "bin", "", "shardkeeper binary to run (default: go build one from this module)")
 	urls := fs.String("url", "", "comma-separated base URLs of a running shardkeeper to measure instead of starting one (its limits must be out of the workloads' reach)")
@@ -121,6 +135,9 @@ func parseFlags(args []string) (options, error) {
 	if *urls != "" {
 		o.urls = strings.Split(*urls, ",")
 	}
+	if o.nodes != 1 && o.nodes != 3 {
+		return o, fmt.Errorf("--nodes: %d is not 1 or 3", o.nodes)
+	}
 	if o.devices < 1 || o.servers < 1 || o.partitions < 1 {
 		return o, errors.New("--devices, --servers and --partitions must be >= 1")
 	}
@@ -150,14 +167,35 @@ func run(ctx context.Context, o options) error {
 		return err
 	}
 	if slices.Contains(o.workloads, workload.Oracle) {
-		if o.skipRedis {
+		switch {
+		case o.nodes == 3 && o.skipEtcd:
+			logf("--skip-etcd: no etcd comparison")
+		case o.nodes == 3:
+			if err := runEtcd(ctx, o, tmp, &rows); err != nil {
+				return err
+			}
+		case o.skipRedis:
 			logf("--skip-redis: no Redis comparison")
-		} else if err := runRedis(ctx, o, tmp, &rows); err != nil {
-			return err
+		default:
+			if err := runRedis(ctx, o, tmp, &rows); err != nil {
+				return err
+			}
 		}
 	}
 	fmt.Println()
 	printTable(os.Stdout, rows)
+	if o.nodes == 3 {
+		printClusterComparison(os.Stdout, rows)
+		printClusterGoals(os.Stdout, rows)
+		// Keep the file's other rows (the one-node run's), replacing earlier rows of the
+		// systems measured now.
+		n, err := appendJSON(o.out, rows)
+		if err != nil {
+			return fmt.Errorf("write results: %w", err)
+		}
+		logf("results appended to %s (%d rows in all)", o.out, n)
+		return nil
+	}
 	printComparison(os.Stdout, rows)
 	printGoals(os.Stdout, rows)
 	if err := writeJSON(o.out, rows); err != nil {
@@ -167,9 +205,13 @@ func run(ctx context.Context, o options) error {
 	return nil
 }
 
-// runShardkeeper starts a fresh node (or uses --url) and measures every selected workload.
+// runShardkeeper starts a fresh node or 3-node cluster (or uses --url) and measures every
+// selected workload.
 func runShardkeeper(ctx context.Context, o options, tmp string, rows *[]row) error {
-	urls, proc := o.urls, (*process)(nil)
+	urls, procs, system := o.urls, []*process(nil), sysShardkeeper
+	if o.nodes == 3 {
+		system = sysShardkeeper3
+	}
 	if len(urls) == 0 {
 		bin := o.bin
 		if bin == "" {
@@ -182,15 +224,30 @@ func runShardkeeper(ctx context.Context, o options, tmp string, rows *[]row) err
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			return err
 		}
-		node, err := startShardkeeper(ctx, bin, dir, o.partitions)
-		if err != nil {
-			return err
+		if o.nodes == 3 {
+			nodes, err := startShardkeeperCluster(ctx, bin, dir, o.partitions, 3)
+			if err != nil {
+				return err
+			}
+			defer func() {
+				logf("stopping the shardkeeper cluster")
+				stopAll(nodeProcesses(nodes), 15*time.Second)
+			}()
+			procs = nodeProcesses(nodes)
+			for _, n := range nodes {
+				urls = append(urls, n.url)
+			}
+		} else {
+			node, err := startShardkeeper(ctx, bin, dir, o.partitions)
+			if err != nil {
+				return err
+			}
+			defer func() {
+				logf("stopping shardkeeper")
+				node.stop(15 * time.Second)
+			}()
+			urls, procs = []string{node.url}, []*process{node.process}
 		}
-		defer func() {
-			logf("stopping shardkeeper")
-			node.stop(15 * time.Second)
-		}()
-		urls, proc = []string{node.url}, node.process
 	}
 	c, err := benchClient(urls, slices.Max(o.clients))
 	if err != nil {
@@ -212,7 +269,7 @@ func runShardkeeper(ctx context.Context, o options, tmp string, rows *[]row) err
 			opsFor = func(n int) []load.Op { return workload.HeartbeatOps(c, n, o.servers) }
 		}
 		for _, n := range o.clients {
-			r, err := measure(ctx, o, proc, workload.Names[w], sysShardkeeper, opsFor(n))
+			r, err := measure(ctx, o, procs, workload.Names[w], system, opsFor(n))
 			if err != nil {
 				return err
 			}
@@ -251,7 +308,7 @@ func runRedis(ctx context.Context, o options, tmp string, rows *[]row) error {
 	}
 	for _, n := range o.clients {
 		ops, closeAll := workload.RedisOracleOps(rs.addr, sha, n, opTimeout)
-		r, err := measure(ctx, o, rs.process, workload.Names[workload.Oracle], sysRedis, ops)
+		r, err := measure(ctx, o, []*process{rs.process}, workload.Names[workload.Oracle], sysRedis, ops)
 		closeAll()
 		if err != nil {
 			return err
@@ -261,17 +318,17 @@ func runRedis(ctx context.Context, o options, tmp string, rows *[]row) error {
 	return nil
 }
 
-// measure runs ops against the server p (nil: not ours) and reports progress. A server that
-// died during the run, or an interrupt, is an error.
-func measure(ctx context.Context, o options, p *process, name, system string, ops []load.Op) (row, error) {
+// measure runs ops against the server processes ps (none: not ours) and reports progress. A
+// server that died during the run, or an interrupt, is an error.
+func measure(ctx context.Context, o options, ps []*process, name, system string, ops []load.Op) (row, error) {
 	logf("%s on %s, %d clients: %v warm-up + %v", name, system, len(ops), o.warmup, o.duration)
-	cpu := startCPUMeter(p)
+	cpu := startCPUMeter(ps)
 	res := load.Run(ctx, load.Config{Warmup: o.warmup, Duration: o.duration, OpTimeout: opTimeout, Classify: workload.Classify}, ops)
 	if err := ctx.Err(); err != nil {
 		return row{}, err
 	}
 	usage := cpu.stop()
-	if p != nil {
+	for _, p := range ps {
 		select {
 		case <-p.done:
 			return row{}, p.exitedEarly()
@@ -283,20 +340,31 @@ func measure(ctx context.Context, o options, p *process, name, system string, op
 	return r, nil
 }
 
-// cpuMeter measures the CPU used by the server and by the load generator during a run, to
-// tell a CPU-bound run from one that waits (on fsync, on a serial actor).
+// cpuMeter measures the CPU used by the server (all its processes) and by the load generator
+// during a run, to tell a CPU-bound run from one that waits (on fsync, on a serial actor).
 type cpuMeter struct {
-	p                *process
+	ps               []*process
 	start            time.Time
 	server, self     time.Duration
 	serverOK, selfOK bool
 }
 
-func startCPUMeter(p *process) *cpuMeter {
-	m := &cpuMeter{p: p, start: time.Now()}
-	if p != nil {
-		m.server, m.serverOK = processCPU(p.cmd.Process.Pid)
+// serverCPU is the CPU time used so far by every process of ps.
+func serverCPU(ps []*process) (time.Duration, bool) {
+	var sum time.Duration
+	for _, p := range ps {
+		d, ok := processCPU(p.cmd.Process.Pid)
+		if !ok {
+			return 0, false
+		}
+		sum += d
 	}
+	return sum, len(ps) > 0
+}
+
+func startCPUMeter(ps []*process) *cpuMeter {
+	m := &cpuMeter{ps: ps, start: time.Now()}
+	m.server, m.serverOK = serverCPU(ps)
 	m.self, m.selfOK = selfCPU()
 	return m
 }
@@ -307,8 +375,12 @@ func (m *cpuMeter) stop() string {
 	wall := time.Since(m.start).Seconds()
 	var parts []string
 	if m.serverOK {
-		if now, ok := processCPU(m.p.cmd.Process.Pid); ok {
-			parts = append(parts, fmt.Sprintf("server %.2f cores", (now-m.server).Seconds()/wall))
+		if now, ok := serverCPU(m.ps); ok {
+			what := "server"
+			if len(m.ps) > 1 {
+				what = fmt.Sprintf("servers (%d processes)", len(m.ps))
+			}
+			parts = append(parts, fmt.Sprintf("%s %.2f cores", what, (now-m.server).Seconds()/wall))
 		}
 	}
 	if m.selfOK {

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	"github.com/shardkeeper/shardkeeper/bench/internal/load"
+	"github.com/shardkeeper/shardkeeper/client"
 )
 
 func TestParseFlags(t *testing.T) {
@@ -68,5 +70,94 @@ func TestResultsFileAndComparison(t *testing.T) {
 		if !strings.Contains(out.String(), s) {
 			t.Errorf("output lacks %q:\n%s", s, out.String())
 		}
+	}
+}
+
+func TestParseFlagsNodes(t *testing.T) {
+	o, err := parseFlags(nil)
+	if err != nil || o.nodes != 1 || o.skipEtcd {
+		t.Fatalf("defaults %+v, %v", o, err)
+	}
+	o, err = parseFlags([]string{"--nodes", "3", "--skip-etcd"})
+	if err != nil || o.nodes != 3 || !o.skipEtcd {
+		t.Fatalf("parsed %+v, %v", o, err)
+	}
+	for _, n := range []string{"0", "2", "4"} {
+		if _, err := parseFlags([]string{"--nodes", n}); err == nil {
+			t.Errorf("--nodes %s accepted", n)
+		}
+	}
+}
+
+func TestClusterComparisonAndAppend(t *testing.T) {
+	oracle := "oracle_issue_consume"
+	rows := []row{
+		newRow(oracle, sysShardkeeper3, load.Result{Clients: 16, OpsPerSec: 900, P50: 10 * time.Millisecond, P99: 30 * time.Millisecond}),
+		newRow(oracle, sysShardkeeper3, load.Result{Clients: 64, OpsPerSec: 3000, P50: 20 * time.Millisecond, P99: 60 * time.Millisecond}),
+		newRow(oracle, sysEtcd, load.Result{Clients: 16, OpsPerSec: 300, P50: 50 * time.Millisecond, P99: 90 * time.Millisecond}),
+		newRow(oracle, sysEtcd, load.Result{Clients: 64, OpsPerSec: 1500, P50: 40 * time.Millisecond, P99: 80 * time.Millisecond}),
+	}
+	var out bytes.Buffer
+	printClusterComparison(&out, rows)
+	printClusterGoals(&out, rows)
+	for _, s := range []string{"shardkeeper/etcd", "3.00×", "2.00×", "goal: ≥ 3× etcd on the nonce workload (oracle issue+consume at 64 clients, 3 nodes each): 2.00× — NOT met"} {
+		if !strings.Contains(out.String(), s) {
+			t.Errorf("output lacks %q:\n%s", s, out.String())
+		}
+	}
+
+	path := filepath.Join(t.TempDir(), "latest.json")
+	oneNode := []row{
+		newRow(oracle, sysShardkeeper, load.Result{Clients: 16, OpsPerSec: 1000}),
+		newRow(oracle, sysEtcd, load.Result{Clients: 16, OpsPerSec: 1}), // an earlier etcd row: replaced
+	}
+	if err := writeJSON(path, oneNode); err != nil {
+		t.Fatal(err)
+	}
+	n, err := appendJSON(path, rows)
+	if err != nil || n != 5 {
+		t.Fatalf("appendJSON = %d, %v; want 5 rows", n, err)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []row
+	if err := json.Unmarshal(b, &got); err != nil {
+		t.Fatal(err)
+	}
+	var systems []string
+	for _, r := range got {
+		systems = append(systems, r.System)
+	}
+	if !slices.Equal(systems, []string{sysShardkeeper, sysShardkeeper3, sysShardkeeper3, sysEtcd, sysEtcd}) || got[3].OpsPerS != 300 {
+		t.Fatalf("file after append: %s", b)
+	}
+	if n, err := appendJSON(filepath.Join(t.TempDir(), "new", "latest.json"), rows); err != nil || n != 4 {
+		t.Fatalf("appendJSON to a new file = %d, %v", n, err)
+	}
+}
+
+func TestUnsettled(t *testing.T) {
+	members := []client.Member{{NodeID: "n1", State: "alive"}, {NodeID: "n2", State: "alive"}, {NodeID: "n3", State: "alive"}}
+	part := func(id uint32, leader string) client.Partition {
+		return client.Partition{ID: id, Leader: leader, Replicas: []string{"a", "b", "c"}}
+	}
+	spread := []client.Partition{part(0, "n1"), part(1, "n1"), part(2, "n2"), part(3, "n3")}
+	if why := unsettled(&client.ClusterStatus{Members: members, Partitions: spread}, nil, 3); why != "" {
+		t.Fatalf("settled cluster: %s", why)
+	}
+	for name, st := range map[string]*client.ClusterStatus{
+		"member down": {Members: append(members[:2:2], client.Member{NodeID: "n3", State: "dead"}), Partitions: spread},
+		"no leader":   {Members: members, Partitions: []client.Partition{part(0, "n1"), part(1, "")}},
+		"2 replicas":  {Members: members, Partitions: []client.Partition{{ID: 0, Leader: "n1", Replicas: []string{"a", "b"}}}},
+		"uneven":      {Members: members, Partitions: []client.Partition{part(0, "n1"), part(1, "n1"), part(2, "n1"), part(3, "n2")}},
+	} {
+		if unsettled(st, nil, 3) == "" {
+			t.Errorf("%s: reported settled", name)
+		}
+	}
+	if unsettled(nil, errors.New("refused"), 3) != "refused" {
+		t.Error("an error is not settled")
 	}
 }

@@ -23,29 +23,36 @@ type redisServer struct {
 // findRedis returns the path of redis-server, installing it with apt-get when it is missing
 // and we are root. When Redis cannot be had it returns "" and the reason.
 func findRedis(ctx context.Context) (string, string) {
-	if p, err := exec.LookPath("redis-server"); err == nil {
+	return findOrInstall(ctx, "redis-server", "redis-server", "--skip-redis")
+}
+
+// findOrInstall returns the path of the program bin, installing the Debian package pkg with
+// apt-get when it is missing and we are root. When it cannot be had it returns "" and the
+// reason (skipFlag is the flag that skips the comparison).
+func findOrInstall(ctx context.Context, bin, pkg, skipFlag string) (string, string) {
+	if p, err := exec.LookPath(bin); err == nil {
 		return p, ""
 	}
 	if os.Geteuid() != 0 {
-		return "", "redis-server is not on PATH and we are not root to install it (apt-get install redis-server, or pass --skip-redis)"
+		return "", fmt.Sprintf("%s is not on PATH and we are not root to install it (apt-get install %s, or pass %s)", bin, pkg, skipFlag)
 	}
 	if _, err := exec.LookPath("apt-get"); err != nil {
-		return "", "redis-server is not on PATH and there is no apt-get to install it"
+		return "", bin + " is not on PATH and there is no apt-get to install it"
 	}
-	logf("redis-server not found: installing it with apt-get")
+	logf("%s not found: installing %s with apt-get", bin, pkg)
 	env := []string{"DEBIAN_FRONTEND=noninteractive"}
-	if err := runLogged(ctx, env, "apt-get", "install", "-y", "-q", "redis-server"); err != nil {
+	if err := runLogged(ctx, env, "apt-get", "install", "-y", "-q", pkg); err != nil {
 		logf("apt-get install failed (%v); updating the package lists and trying again", err)
 		if err := runLogged(ctx, env, "apt-get", "update", "-q"); err != nil {
 			return "", fmt.Sprintf("apt-get update failed: %v", err)
 		}
-		if err := runLogged(ctx, env, "apt-get", "install", "-y", "-q", "redis-server"); err != nil {
-			return "", fmt.Sprintf("apt-get install redis-server failed: %v", err)
+		if err := runLogged(ctx, env, "apt-get", "install", "-y", "-q", pkg); err != nil {
+			return "", fmt.Sprintf("apt-get install %s failed: %v", pkg, err)
 		}
 	}
-	p, err := exec.LookPath("redis-server")
+	p, err := exec.LookPath(bin)
 	if err != nil {
-		return "", "redis-server still not on PATH after apt-get install"
+		return "", fmt.Sprintf("%s still not on PATH after apt-get install %s", bin, pkg)
 	}
 	return p, ""
 }

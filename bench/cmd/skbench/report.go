@@ -2,8 +2,10 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"math"
 	"os"
 	"path/filepath"
@@ -32,6 +34,9 @@ type row struct {
 const (
 	sysShardkeeper = "shardkeeper"
 	sysRedis       = "redis"
+
+	sysShardkeeper3 = "shardkeeper-3" // the 3-node cluster (--nodes 3)
+	sysEtcd         = "etcd"          // a 3-member etcd cluster
 )
 
 func newRow(workload, system string, r load.Result) row {
@@ -63,7 +68,7 @@ func (r row) errorSummary() string {
 
 // printTable prints every row.
 func printTable(w io.Writer, rows []row) {
-	const format = "%-24s  %-11s  %7v  %9v  %8v  %8v  %s\n"
+	const format = "%-24s  %-13s  %7v  %9v  %8v  %8v  %s\n"
 	fmt.Fprintf(w, format, "workload", "system", "clients", "ops/s", "p50 ms", "p99 ms", "errors")
 	for _, r := range rows {
 		fmt.Fprintf(w, format, r.Workload, r.System, r.Clients, fmt.Sprintf("%.0f", r.OpsPerS),
@@ -127,6 +132,99 @@ func printGoals(w io.Writer, rows []row) {
 		fmt.Fprintf(w, "goal: one hot device registry ≥ 10,000 challenge+verify pairs/s: %.0f at %d clients — %s\n",
 			bestDevice.OpsPerS, bestDevice.Clients, verdict[bestDevice.OpsPerS >= 10000])
 	}
+}
+
+// findRow is the oracle row of system at clients.
+func findRow(rows []row, system string, clients int) (row, bool) {
+	for _, r := range rows {
+		if r.Workload == workload.Names[workload.Oracle] && r.System == system && r.Clients == clients {
+			return r, true
+		}
+	}
+	return row{}, false
+}
+
+// printClusterComparison prints the oracle workload of the 3-node shardkeeper and the
+// 3-member etcd side by side, with the shardkeeper/etcd throughput ratio, at each client
+// count measured on both.
+func printClusterComparison(w io.Writer, rows []row) {
+	if !slices.ContainsFunc(rows, func(r row) bool { return r.System == sysEtcd }) {
+		return
+	}
+	fmt.Fprintln(w, "\nnonce oracle, one op = issue + consume: 3-node shardkeeper vs 3-member etcd (txn create-if-absent with a lease, then compare-and-put consume; default fsync)")
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "clients\tshardkeeper-3 ops/s\tp50 ms\tp99 ms\tetcd ops/s\tp50 ms\tp99 ms\tshardkeeper/etcd\t")
+	for _, sk := range rows {
+		if sk.Workload != workload.Names[workload.Oracle] || sk.System != sysShardkeeper3 {
+			continue
+		}
+		et, ok := findRow(rows, sysEtcd, sk.Clients)
+		if !ok {
+			continue
+		}
+		ratio := math.NaN()
+		if et.OpsPerS > 0 {
+			ratio = sk.OpsPerS / et.OpsPerS
+		}
+		fmt.Fprintf(tw, "%d\t%.0f\t%.2f\t%.2f\t%.0f\t%.2f\t%.2f\t%.2f×\t\n", sk.Clients, sk.OpsPerS, sk.P50ms, sk.P99ms, et.OpsPerS, et.P50ms, et.P99ms, ratio)
+	}
+	_ = tw.Flush()
+}
+
+// printClusterGoals compares the 3-node measurements with the goal: at least 3× etcd's
+// throughput on the nonce workload, judged at 64 clients (or, if 64 was not measured on
+// both, at the largest client count that was).
+func printClusterGoals(w io.Writer, rows []row) {
+	best := 0 // the client count judged
+	for _, sk := range rows {
+		if sk.Workload != workload.Names[workload.Oracle] || sk.System != sysShardkeeper3 {
+			continue
+		}
+		if et, ok := findRow(rows, sysEtcd, sk.Clients); !ok || et.OpsPerS <= 0 {
+			continue
+		}
+		if sk.Clients == 64 {
+			best = 64
+			break
+		}
+		best = max(best, sk.Clients)
+	}
+	if best == 0 {
+		return
+	}
+	sk, _ := findRow(rows, sysShardkeeper3, best)
+	et, _ := findRow(rows, sysEtcd, best)
+	ratio := sk.OpsPerS / et.OpsPerS
+	verdict := map[bool]string{true: "met", false: "NOT met"}
+	fmt.Fprintf(w, "\ngoal: ≥ 3× etcd on the nonce workload (oracle issue+consume at %d clients, 3 nodes each): %.2f× — %s\n", best, ratio, verdict[ratio >= 3])
+}
+
+// appendJSON adds rows to the results file at path (creating it), replacing the rows it
+// already holds for the same (workload, system, clients), and returns the number of rows
+// the file now holds. A file that is not a JSON array of rows is an error (nothing written).
+func appendJSON(path string, rows []row) (int, error) {
+	var old []row
+	b, err := os.ReadFile(path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+	case err != nil:
+		return 0, err
+	default:
+		if err := json.Unmarshal(b, &old); err != nil {
+			return 0, fmt.Errorf("%s is not a JSON array of rows: %w", path, err)
+		}
+	}
+	type key struct {
+		workload, system string
+		clients          int
+	}
+	replaced := map[key]bool{}
+	for _, r := range rows {
+		replaced[key{r.Workload, r.System, r.Clients}] = true
+	}
+	all := slices.DeleteFunc(old, func(r row) bool { return replaced[key{r.Workload, r.System, r.Clients}] })
+	all = append(all, rows...)
+	return len(all), writeJSON(path, all)
 }
 
 // writeJSON writes rows to path (an array of row objects), creating its directory.

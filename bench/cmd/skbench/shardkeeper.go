@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/shardkeeper/shardkeeper/client"
@@ -28,6 +29,13 @@ func buildShardkeeper(ctx context.Context, dir string) (string, error) {
 	return bin, nil
 }
 
+// limitArgs raise shardkeeper's limits out of the workloads' reach.
+var limitArgs = []string{
+	"--max-pending-per-device", "1000000",
+	"--max-devices", "1000000",
+	"--max-servers", "1000000",
+}
+
 // startShardkeeper starts `bin serve` in dir with limits large enough that the workloads
 // never hit them, and waits until /readyz answers 200.
 func startShardkeeper(ctx context.Context, bin, dir string, partitions int) (*shardkeeperNode, error) {
@@ -42,27 +50,90 @@ func startShardkeeper(ctx context.Context, bin, dir string, partitions int) (*sh
 		"--http-addr", addr(0), "--gossip-addr", addr(1), "--raft-addr", addr(2), "--remote-addr", addr(3),
 		"--bootstrap-expect", "1",
 		"--partitions", strconv.Itoa(partitions),
-		"--max-pending-per-device", "1000000",
-		"--max-devices", "1000000",
-		"--max-servers", "1000000",
-		"--log-level", "warn",
 	}
+	args = append(append(args, limitArgs...), "--log-level", "warn")
 	p, err := startProcess("shardkeeper", filepath.Join(dir, "shardkeeper.log"), bin, args...)
 	if err != nil {
 		return nil, err
 	}
 	n := &shardkeeperNode{process: p, url: "http://" + addr(0)}
-	probe, err := client.New([]string{n.url}, client.WithRetryPolicy(client.NoRetry))
-	if err != nil {
-		p.stop(10 * time.Second)
-		return nil, err
-	}
-	if err := p.waitFor(ctx, 60*time.Second, "ready", probe.Readyz); err != nil {
+	if err := n.waitReady(ctx); err != nil {
 		p.stop(10 * time.Second)
 		return nil, err
 	}
 	logf("shardkeeper ready at %s (pid %d, %d partitions, data in %s)", n.url, p.cmd.Process.Pid, partitions, dir)
 	return n, nil
+}
+
+// startShardkeeperCluster starts n nodes n1..n<n> of `bin serve` on loopback, each with its
+// own data directory under dir, forming one cluster (--bootstrap-expect n, all joining n1's
+// gossip address), with the same limits as startShardkeeper, and waits until every node's
+// /readyz answers 200.
+func startShardkeeperCluster(ctx context.Context, bin, dir string, partitions, n int) ([]*shardkeeperNode, error) {
+	ports, err := freePorts(4 * n)
+	if err != nil {
+		return nil, err
+	}
+	addr := func(node, i int) string { return "127.0.0.1:" + strconv.Itoa(ports[4*node+i]) }
+	var nodes []*shardkeeperNode
+	stopStarted := func() { stopAll(nodeProcesses(nodes), 10*time.Second) }
+	for i := range n {
+		id := "n" + strconv.Itoa(i+1)
+		args := []string{"serve",
+			"--node-id", id,
+			"--data-dir", filepath.Join(dir, id, "data"),
+			"--http-addr", addr(i, 0), "--gossip-addr", addr(i, 1), "--raft-addr", addr(i, 2), "--remote-addr", addr(i, 3),
+			"--bootstrap-expect", strconv.Itoa(n),
+			"--join", addr(0, 1),
+			"--partitions", strconv.Itoa(partitions),
+		}
+		args = append(append(args, limitArgs...), "--log-level", "warn")
+		p, err := startProcess("shardkeeper "+id, filepath.Join(dir, id+".log"), bin, args...)
+		if err != nil {
+			stopStarted()
+			return nil, err
+		}
+		nodes = append(nodes, &shardkeeperNode{process: p, url: "http://" + addr(i, 0)})
+	}
+	var urls, pids []string
+	for _, node := range nodes {
+		if err := node.waitReady(ctx); err != nil {
+			stopStarted()
+			return nil, err
+		}
+		urls = append(urls, node.url)
+		pids = append(pids, strconv.Itoa(node.cmd.Process.Pid))
+	}
+	settleStart := time.Now()
+	if err := waitSettled(ctx, urls[0], n); err != nil {
+		if ctx.Err() != nil {
+			stopStarted()
+			return nil, ctx.Err()
+		}
+		logf("WARNING: %v; measuring anyway", err)
+	} else {
+		logf("shardkeeper cluster settled (every partition led, %d replicas each, leadership spread) %v after ready", min(3, n), time.Since(settleStart).Round(10*time.Millisecond))
+	}
+	logf("shardkeeper cluster ready at %s (pids %s, %d partitions, data in %s)", strings.Join(urls, ","), strings.Join(pids, ","), partitions, dir)
+	return nodes, nil
+}
+
+// waitReady waits until the node's /readyz answers 200.
+func (n *shardkeeperNode) waitReady(ctx context.Context) error {
+	probe, err := client.New([]string{n.url}, client.WithRetryPolicy(client.NoRetry))
+	if err != nil {
+		return err
+	}
+	return n.waitFor(ctx, 60*time.Second, "ready", probe.Readyz)
+}
+
+// nodeProcesses is the processes of nodes.
+func nodeProcesses(nodes []*shardkeeperNode) []*process {
+	ps := make([]*process, len(nodes))
+	for i, n := range nodes {
+		ps[i] = n.process
+	}
+	return ps
 }
 
 // benchClient is the client the workloads use: no retries (every error is counted), and a
@@ -76,4 +147,73 @@ func benchClient(urls []string, maxClients int) (*client.Client, error) {
 		DisableCompression:  true,
 	}
 	return client.New(urls, client.WithRetryPolicy(client.NoRetry), client.WithHTTPClient(&http.Client{Transport: tr}))
+}
+
+// waitSettled waits (up to 30 s) until the cluster, as the node at url sees it, has settled
+// after bootstrap: n alive members, every partition with a leader and min(3, n) replicas, and
+// leadership spread evenly (the reconciler moves leaders with leadership transfers, and a
+// request forwarded across one fails with 503), the same for five polls in a row.
+func waitSettled(ctx context.Context, url string, n int) error {
+	c, err := client.New([]string{url}, client.WithRetryPolicy(client.NoRetry))
+	if err != nil {
+		return err
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	stable, last := 0, "no answer yet"
+	for stable < 5 {
+		if time.Now().After(deadline) {
+			return fmt.Errorf("cluster not settled after 30s: %s", last)
+		}
+		cctx, cancel := context.WithTimeout(ctx, time.Second)
+		st, err := c.Cluster(cctx)
+		cancel()
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if why := unsettled(st, err, n); why != "" {
+			stable, last = 0, why
+		} else {
+			stable++
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+	return nil
+}
+
+// unsettled is why the cluster status st (or err) is not settled, or "".
+func unsettled(st *client.ClusterStatus, err error, n int) string {
+	if err != nil {
+		return err.Error()
+	}
+	alive := 0
+	for _, m := range st.Members {
+		if m.State == "alive" {
+			alive++
+		}
+	}
+	if alive != n {
+		return fmt.Sprintf("%d of %d members alive", alive, n)
+	}
+	leaders := map[string]int{}
+	for _, p := range st.Partitions {
+		if p.Leader == "" {
+			return fmt.Sprintf("partition %d has no leader", p.ID)
+		}
+		if len(p.Replicas) != min(3, n) {
+			return fmt.Sprintf("partition %d has %d replicas", p.ID, len(p.Replicas))
+		}
+		leaders[p.Leader]++
+	}
+	hi := 0
+	for _, c := range leaders {
+		hi = max(hi, c)
+	}
+	if hi > (len(st.Partitions)+n-1)/n { // no node leads more than its share, rounded up
+		return fmt.Sprintf("leadership not spread yet (%v)", leaders)
+	}
+	return ""
 }

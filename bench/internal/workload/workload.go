@@ -225,6 +225,7 @@ func RedisOracleOps(addr, sha string, clients int, timeout time.Duration) (ops [
 func Classify(err error) string {
 	var apiErr *client.APIError
 	var se *resp.ServerError
+	var etcdErr *EtcdError
 	switch {
 	case errors.As(err, &apiErr):
 		if apiErr.Code != "" {
@@ -233,6 +234,16 @@ func Classify(err error) string {
 		return strconv.Itoa(apiErr.Status) + " " + http.StatusText(apiErr.Status)
 	case errors.As(err, &se):
 		return "redis " + strings.SplitN(se.Msg, " ", 2)[0]
+	case errors.As(err, &etcdErr):
+		msg := etcdErr.Msg
+		if len(msg) > 60 {
+			msg = msg[:60] + "…"
+		}
+		return "etcd " + strconv.Itoa(etcdErr.Status) + " " + msg
+	case errors.Is(err, errEtcdCollision):
+		return "etcd issue txn not succeeded"
+	case errors.Is(err, errEtcdConsumeFailed):
+		return "etcd consume txn not succeeded"
 	case errors.Is(err, context.DeadlineExceeded):
 		return "timeout"
 	default:
