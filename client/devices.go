@@ -38,6 +38,10 @@ type VerifyRequest struct {
 	// Signature is the Ed25519 signature of the nonce's UTF-8 bytes (base64 in JSON); see
 	// SignNonce.
 	Signature []byte `json:"signature"`
+	// RequestID makes the verify safe to retry: the server answers a verify of a nonce that
+	// this request_id consumed with the first attempt's outcome again. Empty: Verify
+	// generates one, the same on every attempt of the call.
+	RequestID string `json:"request_id,omitempty"`
 }
 
 // Verification is the answer of a successful verify.
@@ -90,13 +94,16 @@ func (c *Client) Challenge(ctx context.Context, registry, deviceID string) (*Cha
 	return &out, nil
 }
 
-// Verify checks a signed challenge. Not idempotent: the first attempt that reaches the
-// server consumes the nonce whatever its outcome, so a transport error other than a failed
-// dial is returned, not retried. A retried 503 may likewise answer 409 nonce_used when the
-// first attempt was applied after all; ask for a new challenge then.
+// Verify checks a signed challenge. The first attempt that reaches the server consumes the
+// nonce whatever its outcome; the request_id (generated when req.RequestID is empty) makes
+// retries after a lost answer return that first outcome, so transport errors are retried
+// like those of any idempotent call.
 func (c *Client) Verify(ctx context.Context, registry string, req VerifyRequest) (*Verification, error) {
 	var out Verification
-	if _, err := c.do(ctx, call{method: http.MethodPost, path: attestPath(registry, "/verify"), body: req}, &out); err != nil {
+	if req.RequestID == "" {
+		req.RequestID = newRequestID()
+	}
+	if _, err := c.do(ctx, call{method: http.MethodPost, path: attestPath(registry, "/verify"), body: req, idempotent: true}, &out); err != nil {
 		return nil, err
 	}
 	return &out, nil

@@ -50,8 +50,8 @@ func TestEndpoints(t *testing.T) {
 		}, "POST", "/v1/attest/fleet/challenge", `{"device_id":"d-1"}`, false,
 			200, `{"nonce":"abc_-","expires_at":99}`, &Challenge{Nonce: "abc_-", ExpiresAt: 99}},
 		{"verify", func(ctx context.Context, c *Client) (any, error) {
-			return c.Verify(ctx, "fleet", VerifyRequest{DeviceID: "d-1", Nonce: "abc", Signature: []byte{0xff, 0xfe}})
-		}, "POST", "/v1/attest/fleet/verify", `{"device_id":"d-1","nonce":"abc","signature":"//4="}`, false,
+			return c.Verify(ctx, "fleet", VerifyRequest{DeviceID: "d-1", Nonce: "abc", Signature: []byte{0xff, 0xfe}, RequestID: "v1"})
+		}, "POST", "/v1/attest/fleet/verify", `{"device_id":"d-1","nonce":"abc","signature":"//4=","request_id":"v1"}`, false,
 			200, `{"verified":true,"device_id":"d-1","verified_at":50}`,
 			&Verification{Verified: true, DeviceID: "d-1", VerifiedAt: 50}},
 		{"get device", func(ctx context.Context, c *Client) (any, error) {

@@ -16,10 +16,11 @@ import (
 //   - a connection that could not be made (a dial error), on every call: the request never
 //     reached a server, so sending it again (to the next base URL) cannot apply it twice;
 //   - any other transport error (reset connection, timeout while waiting for the answer), only
-//     on idempotent calls: reads, register device, server heartbeat, deletes, and nonce consume
-//     (made idempotent by its request_id). Issue nonce, challenge and verify are not idempotent —
-//     the first attempt may have been applied — so such an error is returned to the caller,
-//     who alone knows whether a second nonce or challenge is acceptable.
+//     on idempotent calls: reads, register device, server heartbeat, deletes, nonce consume and
+//     device verify (both made idempotent by a request_id). Issue nonce and challenge are not
+//     idempotent — the first attempt may have been applied — so such an error is returned to
+//     the caller, who alone knows whether a second nonce or challenge is acceptable (a lost one
+//     is harmless: it expires unused).
 //
 // Every other status is returned at once. A wait that would end after the context's deadline
 // is not started: the last error is returned instead.

@@ -310,7 +310,7 @@ func TestTransportErrorsRetriedOnlyWhenIdempotent(t *testing.T) {
 		{"verify", func(c *Client) error {
 			_, err := c.Verify(context.Background(), "r", VerifyRequest{DeviceID: "d", Nonce: "n", Signature: []byte{1}})
 			return err
-		}, 1, false},
+		}, 2, true}, // made idempotent by its generated request_id
 		{"consume", func(c *Client) error {
 			_, err := c.ConsumeNonce(context.Background(), "n1", ConsumeRequest{OrgID: "acme"})
 			return err

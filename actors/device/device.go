@@ -22,7 +22,8 @@
 //	dev/<device_id>                 device record (JSON): key, version, platform, build hash,
 //	                                times, and its count of pend/ entries
 //	seen/<u64 last_seen><device_id> empty; device expiry index, oldest last_seen first
-//	nonce/<nonce>                   nonce record: u64 expires_at, used flag byte, device id
+//	nonce/<nonce>                   nonce record: u64 expires_at, used flag byte, (when used:
+//	                                u64 used_at, outcome, request_id), device id
 //	exp/<u64 expires_at><nonce>     a copy of the nonce record; the nonce expiry index,
 //	                                earliest first (collected at expires_at + NonceTTL)
 //	pend/<device_id>/<u64 expires_at><nonce>
@@ -136,6 +137,10 @@ type Verification struct {
 	DeviceID  string `json:"device_id"`
 	Nonce     string `json:"nonce"`
 	Signature string `json:"signature"`
+	// RequestID (optional, an extension of the contract) makes a verify safe to retry after
+	// an unknown outcome: a verify of a nonce that this same request_id consumed is answered
+	// with that first attempt's outcome again, not nonce_used.
+	RequestID string `json:"request_id,omitempty"`
 }
 
 // Verified is the reply of a successful MethodVerify.
@@ -207,6 +212,9 @@ func (v Verification) Validate() *actors.Error {
 	if !noncePattern.MatchString(v.Nonce) {
 		return actors.Errorf("unknown_nonce", "nonce was not issued by this registry")
 	}
+	if v.RequestID != "" && !noncePattern.MatchString(v.RequestID) {
+		return actors.Errorf("invalid_request", "request_id must match %s", noncePattern)
+	}
 	return nil
 }
 
@@ -267,27 +275,68 @@ type record struct {
 	Pending      int    `json:"pending"` // pend/ entries of the device, expired or not
 }
 
-// nonceRecord is the value of a nonce/ key.
+// nonceRecord is the value of a nonce/ key: u64 expires_at, a used byte, then — when used —
+// u64 used_at, the outcome byte and the consuming request_id (u8 length, bytes), then the
+// device id.
 type nonceRecord struct {
 	ExpiresAt int64
 	Used      bool
 	DeviceID  string
+	// Set when used: when, with which outcome, by which request_id ("" if none was given).
+	UsedAt    int64
+	Outcome   outcome
+	RequestID string
 }
+
+// outcome is what the consuming verify answered.
+type outcome byte
+
+const (
+	outcomeVerified outcome = iota
+	outcomeExpired
+	outcomeBadSignature
+)
 
 func (n nonceRecord) encode() []byte {
 	b := binary.BigEndian.AppendUint64(nil, uint64(n.ExpiresAt))
-	used := byte(0)
-	if n.Used {
-		used = 1
+	if !n.Used {
+		return append(append(b, 0), n.DeviceID...)
 	}
-	return append(append(b, used), n.DeviceID...)
+	b = binary.BigEndian.AppendUint64(append(b, 1), uint64(n.UsedAt))
+	b = append(b, byte(n.Outcome), byte(len(n.RequestID)))
+	b = append(b, n.RequestID...)
+	return append(b, n.DeviceID...)
 }
 
 func decodeNonceRecord(b []byte) (nonceRecord, error) {
+	bad := fmt.Errorf("malformed nonce record %x", b)
 	if len(b) < 9 || b[8] > 1 {
-		return nonceRecord{}, fmt.Errorf("malformed nonce record %x", b)
+		return nonceRecord{}, bad
 	}
-	return nonceRecord{ExpiresAt: int64(binary.BigEndian.Uint64(b)), Used: b[8] == 1, DeviceID: string(b[9:])}, nil
+	n := nonceRecord{ExpiresAt: int64(binary.BigEndian.Uint64(b)), Used: b[8] == 1}
+	rest := b[9:]
+	if n.Used {
+		if len(rest) < 10 || len(rest) < 10+int(rest[9]) || rest[8] > byte(outcomeBadSignature) {
+			return nonceRecord{}, bad
+		}
+		n.UsedAt, n.Outcome = int64(binary.BigEndian.Uint64(rest)), outcome(rest[8])
+		n.RequestID = string(rest[10 : 10+int(rest[9])])
+		rest = rest[10+int(rest[9]):]
+	}
+	n.DeviceID = string(rest)
+	return n, nil
+}
+
+// replay answers a verify repeated by the request that consumed the nonce, as it was first
+// answered.
+func (n nonceRecord) replay() ([]byte, error) {
+	switch n.Outcome {
+	case outcomeExpired:
+		return nil, actors.Errorf("nonce_expired", "nonce expired at %d", n.ExpiresAt)
+	case outcomeBadSignature:
+		return nil, actors.Errorf("invalid_signature", "signature does not verify with the device's key")
+	}
+	return json.Marshal(Verified{Verified: true, DeviceID: n.DeviceID, VerifiedAt: n.UsedAt})
 }
 
 var (
@@ -562,6 +611,9 @@ func (r *registry) verify(ctx *actors.Context, v Verification) ([]byte, error) {
 		return nil, actors.Errorf("unknown_nonce", "nonce was not issued to device %q", v.DeviceID)
 	}
 	if nr.Used {
+		if v.RequestID != "" && v.RequestID == nr.RequestID {
+			return nr.replay()
+		}
 		return nil, actors.Errorf("nonce_used", "nonce was already used")
 	}
 	dev, ok, err := r.liveDevice(ctx, v.DeviceID, now)
@@ -572,24 +624,23 @@ func (r *registry) verify(ctx *actors.Context, v Verification) ([]byte, error) {
 		return nil, actors.Errorf("unknown_nonce", "nonce was not issued to device %q", v.DeviceID)
 	}
 
-	nr.Used = true
+	nr.Used, nr.UsedAt, nr.RequestID, nr.Outcome = true, now, v.RequestID, outcomeVerified
+	sig := decodeBase64(v.Signature)
+	switch {
+	case now >= nr.ExpiresAt:
+		nr.Outcome = outcomeExpired
+	case len(sig) != ed25519.SignatureSize || !ed25519.Verify(dev.PublicKey, []byte(v.Nonce), sig):
+		nr.Outcome = outcomeBadSignature
+	}
 	ctx.Put(nonceKey(v.Nonce), nr.encode())
 	ctx.Put(expKey(nr.ExpiresAt, v.Nonce), nr.encode())
 	ctx.Delete(pendKey(v.DeviceID, nr.ExpiresAt, v.Nonce))
 	dev.Pending--
-	var outcome *actors.Error
-	sig := decodeBase64(v.Signature)
-	switch {
-	case now >= nr.ExpiresAt:
-		outcome = actors.Errorf("nonce_expired", "nonce expired at %d", nr.ExpiresAt)
-	case len(sig) != ed25519.SignatureSize || !ed25519.Verify(dev.PublicKey, []byte(v.Nonce), sig):
-		outcome = actors.Errorf("invalid_signature", "signature does not verify with the device's key")
-	}
-	if outcome != nil {
+	if nr.Outcome != outcomeVerified {
 		if err := r.put(ctx, v.DeviceID, dev); err != nil {
 			return nil, err
 		}
-		return nil, outcome
+		return nr.replay()
 	}
 	seen := dev.LastSeen
 	dev.LastSeen = now

@@ -39,7 +39,7 @@ const (
 type Input struct {
 	Op        string
 	Key       string
-	RequestID string // consume
+	RequestID string // consume, verify
 	ValidSig  bool   // verify: the signature is the device's real one
 	Node      string // the node the request was sent to (for the visualization)
 }
@@ -203,15 +203,19 @@ var NonceModel = (&porcupine.NondeterministicModel{
 	},
 }).ToModel()
 
-// challengeState is one device challenge nonce.
+// challengeState is one device challenge nonce. ReqID and ValidSig are those of the verify
+// that consumed it (a verify repeated with that request_id gets the same outcome again).
 type challengeState struct {
 	Issued   bool
 	Consumed bool
+	ReqID    string
+	ValidSig bool
 }
 
 // ChallengeModel is device challenge/verify, per challenge nonce: the challenge creates it;
 // the first verify consumes it whatever its outcome (200 with the device's signature, 401
-// invalid_signature with another); every later verify is 409 nonce_used.
+// invalid_signature with another); a verify repeated with the request_id that consumed it
+// gets that outcome again; every other later verify is 409 nonce_used.
 var ChallengeModel = (&porcupine.NondeterministicModel{
 	Partition: partitionByKey,
 	Init:      func() []any { return []any{challengeState{}} },
@@ -224,17 +228,22 @@ var ChallengeModel = (&porcupine.NondeterministicModel{
 			}
 			return []any{challengeState{Issued: true}}
 		case OpVerify:
+			consumed := challengeState{Issued: true, Consumed: true, ReqID: in.RequestID, ValidSig: in.ValidSig}
 			if out.Unknown {
 				if s.Issued && !s.Consumed {
-					return []any{s, challengeState{Issued: true, Consumed: true}}
+					return []any{s, consumed}
 				}
 				return []any{s}
 			}
+			sameReq := s.Consumed && in.RequestID != "" && in.RequestID == s.ReqID
 			switch {
 			case out.Status == 200 && in.ValidSig && s.Issued && !s.Consumed,
 				out.Status == 401 && out.Code == "invalid_signature" && !in.ValidSig && s.Issued && !s.Consumed:
-				return []any{challengeState{Issued: true, Consumed: true}}
-			case out.Status == 409 && out.Code == "nonce_used" && s.Consumed:
+				return []any{consumed}
+			case sameReq && out.Status == 200 && s.ValidSig,
+				sameReq && out.Status == 401 && out.Code == "invalid_signature" && !s.ValidSig:
+				return []any{s}
+			case out.Status == 409 && out.Code == "nonce_used" && s.Consumed && !sameReq:
 				return []any{s}
 			case out.Status == 404 && out.Code == "unknown_nonce" && !s.Issued:
 				return []any{s}

@@ -25,8 +25,11 @@ func consume(key, req string) Input       { return Input{Op: OpConsume, Key: key
 func get(key string) Input                { return Input{Op: OpGet, Key: key} }
 func challenge(key string) Input          { return Input{Op: OpChallenge, Key: key} }
 func verify(key string, valid bool) Input { return Input{Op: OpVerify, Key: key, ValidSig: valid} }
-func put(key string) Input                { return Input{Op: OpPut, Key: key} }
-func list(key string) Input               { return Input{Op: OpList, Key: key} }
+func verifyReq(key string, valid bool, req string) Input {
+	return Input{Op: OpVerify, Key: key, ValidSig: valid, RequestID: req}
+}
+func put(key string) Input  { return Input{Op: OpPut, Key: key} }
+func list(key string) Input { return Input{Op: OpList, Key: key} }
 
 var (
 	created  = Output{Status: 201}
@@ -145,6 +148,22 @@ func TestModels(t *testing.T) {
 		{"device: a bad signature verifies", ChallengeModel, hist(
 			op(0, 0, 10, challenge("c"), Output{Status: 200}),
 			op(0, 11, 20, verify("c", false), verified()),
+		), false},
+		{"device: a retried verify with its request_id gets the first outcome", ChallengeModel, hist(
+			op(0, 0, 10, challenge("c"), Output{Status: 200}),
+			op(0, 11, -1, verifyReq("c", true, "v1"), unknown),
+			op(0, 21, 30, verifyReq("c", true, "v1"), verified()),
+			op(1, 31, 40, verifyReq("c", true, "v2"), used),
+		), true},
+		{"device: another request_id verifies a consumed nonce", ChallengeModel, hist(
+			op(0, 0, 10, challenge("c"), Output{Status: 200}),
+			op(0, 11, 20, verifyReq("c", true, "v1"), verified()),
+			op(1, 21, 30, verifyReq("c", true, "v2"), verified()),
+		), false},
+		{"device: a replay with the request_id changes the outcome", ChallengeModel, hist(
+			op(0, 0, 10, challenge("c"), Output{Status: 200}),
+			op(0, 11, 20, verifyReq("c", false, "v1"), badSig()),
+			op(0, 21, 30, verifyReq("c", true, "v1"), verified()),
 		), false},
 		{"device: an unknown verify consumed the nonce", ChallengeModel, hist(
 			op(0, 0, 10, challenge("c"), Output{Status: 200}),

@@ -330,7 +330,7 @@ func (wk *worker) nonceLoop() {
 	for !w.stopped() {
 		wk.pace()
 		var nonce string
-		if _, ok := wk.call(w.nonces, Input{Op: OpIssue}, false, func(ctx context.Context, cl *client.Client, in *Input, out *Output) error {
+		if _, ok := wk.call(w.nonces, Input{Op: OpIssue}, true, func(ctx context.Context, cl *client.Client, in *Input, out *Output) error {
 			n, err := cl.IssueNonce(ctx, org)
 			if err == nil {
 				nonce, in.Key = n.Nonce, n.Nonce
@@ -395,7 +395,7 @@ func (wk *worker) deviceLoop() {
 		reg := w.devRegs[wk.rnd.IntN(len(w.devRegs))]
 		dev := w.devices[reg][wk.rnd.IntN(len(w.devices[reg]))]
 		var nonce string
-		_, ok := wk.call(w.challenges, Input{Op: OpChallenge}, false, func(ctx context.Context, cl *client.Client, in *Input, out *Output) error {
+		_, ok := wk.call(w.challenges, Input{Op: OpChallenge}, true, func(ctx context.Context, cl *client.Client, in *Input, out *Output) error {
 			ch, err := cl.Challenge(ctx, reg, dev.id)
 			if err == nil {
 				nonce = ch.Nonce
@@ -430,9 +430,11 @@ func (wk *worker) verify(reg string, dev deviceKey, nonce string, valid bool) (O
 	if !valid {
 		sig = client.SignNonce(dev.priv, nonce+"x")
 	}
-	return wk.call(wk.w.challenges, Input{Op: OpVerify, Key: reg + "/" + dev.id + "/" + nonce, ValidSig: valid}, false,
+	// One request_id per logical verify: a retry after a lost answer gets the first outcome.
+	req := wk.reqID()
+	return wk.call(wk.w.challenges, Input{Op: OpVerify, Key: reg + "/" + dev.id + "/" + nonce, ValidSig: valid, RequestID: req}, true,
 		func(ctx context.Context, cl *client.Client, in *Input, out *Output) error {
-			_, err := cl.Verify(ctx, reg, client.VerifyRequest{DeviceID: dev.id, Nonce: nonce, Signature: sig})
+			_, err := cl.Verify(ctx, reg, client.VerifyRequest{DeviceID: dev.id, Nonce: nonce, Signature: sig, RequestID: req})
 			return err
 		})
 }
