@@ -2,18 +2,14 @@ package api_test
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"io"
-	"log/slog"
 	"net/http"
-	"os"
 	"testing"
-	"time"
 
-	"github.com/shardkeeper/shardkeeper/api"
 	"github.com/shardkeeper/shardkeeper/config"
 	"github.com/shardkeeper/shardkeeper/node"
+	"github.com/shardkeeper/shardkeeper/node/nodetest"
 )
 
 // testNode is an in-process one-node server on loopback with a fresh data directory.
@@ -26,39 +22,14 @@ type testNode struct {
 // startNode starts a node; mutate adjusts the configuration (short TTLs, admin token...).
 func startNode(t testing.TB, mutate func(*config.Config)) *testNode {
 	t.Helper()
-	cfg := config.Default()
-	cfg.NodeID = "test"
-	cfg.DataDir = t.TempDir()
-	cfg.HTTPAddr, cfg.RaftAddr, cfg.GossipAddr, cfg.RemoteAddr = "127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0"
-	cfg.Partitions = 4
-	cfg.RaftHeartbeatTimeout, cfg.RaftElectionTimeout = 100*time.Millisecond, 100*time.Millisecond
-	cfg.LogLevel = "error"
-	cfg.ShutdownDrain = 0 // nothing to drain in a test
-	if mutate != nil {
-		mutate(&cfg)
-	}
-	logger := slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
-	n, err := node.Start(cfg, node.Options{Logger: logger, Kinds: api.Kinds(cfg),
-		Routes: func(mux *http.ServeMux, c api.Caller) { api.Register(mux, c, cfg) }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if err := n.Shutdown(ctx); err != nil {
-			t.Error(err)
+	var cfg config.Config
+	n := nodetest.Start(t, func(c *config.Config) {
+		if mutate != nil {
+			mutate(c)
 		}
+		cfg = *c
 	})
-	tn := &testNode{Node: n, URL: "http://" + n.HTTPAddr(), Cfg: cfg}
-	deadline := time.Now().Add(10 * time.Second)
-	for n.Ready() != nil {
-		if time.Now().After(deadline) {
-			t.Fatalf("node not ready: %v", n.Ready())
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	return tn
+	return &testNode{Node: n, URL: "http://" + n.HTTPAddr(), Cfg: cfg}
 }
 
 // response is a decoded HTTP response.

@@ -11,7 +11,6 @@ package bench_test
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -21,38 +20,23 @@ import (
 	"testing"
 	"time"
 
-	"github.com/shardkeeper/shardkeeper/api"
 	"github.com/shardkeeper/shardkeeper/bench/internal/load"
 	"github.com/shardkeeper/shardkeeper/bench/internal/workload"
 	"github.com/shardkeeper/shardkeeper/client"
 	"github.com/shardkeeper/shardkeeper/config"
-	"github.com/shardkeeper/shardkeeper/node"
+	"github.com/shardkeeper/shardkeeper/node/nodetest"
 )
 
 // startNode starts a one-node server as skbench does (16 partitions, limits out of reach)
 // and returns its base URL.
 func startNode(b *testing.B) string {
 	b.Helper()
-	cfg := config.Default()
-	cfg.NodeID = "bench"
-	cfg.DataDir = b.TempDir()
-	cfg.HTTPAddr, cfg.RaftAddr, cfg.GossipAddr, cfg.RemoteAddr = "127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0"
-	cfg.Partitions = 16
-	cfg.MaxPendingPerDevice, cfg.MaxDevices, cfg.MaxServers = 1_000_000, 1_000_000, 1_000_000
-	cfg.LogLevel = "error"
-	cfg.ShutdownDrain = 0 // nothing to drain in a test
-	logger := slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
-	n, err := node.Start(cfg, node.Options{Logger: logger, Kinds: api.Kinds(cfg),
-		Routes: func(mux *http.ServeMux, caller api.Caller) { api.Register(mux, caller, cfg) }})
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if err := n.Shutdown(ctx); err != nil {
-			b.Error(err)
-		}
+	n := nodetest.Start(b, func(cfg *config.Config) {
+		def := config.Default()
+		cfg.NodeID = "bench"
+		cfg.Partitions = 16
+		cfg.RaftHeartbeatTimeout, cfg.RaftElectionTimeout = def.RaftHeartbeatTimeout, def.RaftElectionTimeout
+		cfg.MaxPendingPerDevice, cfg.MaxDevices, cfg.MaxServers = 1_000_000, 1_000_000, 1_000_000
 	})
 	url := "http://" + n.HTTPAddr()
 	c, err := client.New([]string{url})

@@ -6,42 +6,22 @@ import (
 	"crypto/rand"
 	"encoding/json"
 	"errors"
-	"log/slog"
 	"net/http"
-	"os"
 	"testing"
 	"time"
 
-	"github.com/shardkeeper/shardkeeper/api"
 	"github.com/shardkeeper/shardkeeper/client"
 	"github.com/shardkeeper/shardkeeper/config"
-	"github.com/shardkeeper/shardkeeper/node"
+	"github.com/shardkeeper/shardkeeper/node/nodetest"
 )
 
 // startNode starts an in-process one-node server on loopback (real Raft and Pebble) with an
 // admin token, and returns a client of it and its base URL.
 func startNode(t *testing.T) (*client.Client, string) {
 	t.Helper()
-	cfg := config.Default()
-	cfg.NodeID = "client-test"
-	cfg.DataDir = t.TempDir()
-	cfg.HTTPAddr, cfg.RaftAddr, cfg.GossipAddr, cfg.RemoteAddr = "127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0"
-	cfg.Partitions = 4
-	cfg.RaftHeartbeatTimeout, cfg.RaftElectionTimeout = 100*time.Millisecond, 100*time.Millisecond
-	cfg.AdminToken = "s3cret"
-	cfg.LogLevel = "error"
-	logger := slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
-	n, err := node.Start(cfg, node.Options{Logger: logger, Kinds: api.Kinds(cfg),
-		Routes: func(mux *http.ServeMux, caller api.Caller) { api.Register(mux, caller, cfg) }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if err := n.Shutdown(ctx); err != nil {
-			t.Error(err)
-		}
+	n := nodetest.Start(t, func(cfg *config.Config) {
+		cfg.NodeID = "client-test"
+		cfg.AdminToken = "s3cret"
 	})
 	url := "http://" + n.HTTPAddr()
 	c, err := client.New([]string{url}, client.WithAdminToken("s3cret"))

@@ -1,0 +1,58 @@
+// Package nodetest starts in-process shardkeeper nodes for tests: real Pebble, real Raft and
+// the real HTTP API with every domain kind, on loopback ports chosen by the kernel.
+package nodetest
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/shardkeeper/shardkeeper/api"
+	"github.com/shardkeeper/shardkeeper/config"
+	"github.com/shardkeeper/shardkeeper/node"
+)
+
+// Start starts a one-node server with 4 partitions, fast Raft timeouts and no shutdown
+// drain, in a fresh data directory; mutate (if any) adjusts the configuration first. It
+// returns once the node is ready and shuts it down when the test ends.
+//
+// Only one node per test process should use protoactor remoting at a time in race-detector
+// runs (see ARCHITECTURE.md); run multi-node tests as processes (test/proc).
+func Start(t testing.TB, mutate func(*config.Config)) *node.Node {
+	t.Helper()
+	cfg := config.Default()
+	cfg.NodeID = "test"
+	cfg.DataDir = t.TempDir()
+	cfg.HTTPAddr, cfg.RaftAddr, cfg.GossipAddr, cfg.RemoteAddr = "127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0"
+	cfg.Partitions = 4
+	cfg.RaftHeartbeatTimeout, cfg.RaftElectionTimeout = 100*time.Millisecond, 100*time.Millisecond
+	cfg.LogLevel = "error"
+	cfg.ShutdownDrain = 0 // nothing to drain in a test
+	if mutate != nil {
+		mutate(&cfg)
+	}
+	logger := slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
+	n, err := node.Start(cfg, node.Options{Logger: logger, Kinds: api.Kinds(cfg),
+		Routes: func(mux *http.ServeMux, c api.Caller) { api.Register(mux, c, cfg) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := n.Shutdown(ctx); err != nil {
+			t.Error(err)
+		}
+	})
+	deadline := time.Now().Add(20 * time.Second)
+	for n.Ready() != nil {
+		if time.Now().After(deadline) {
+			t.Fatalf("node not ready: %v", n.Ready())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	return n
+}
