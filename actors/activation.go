@@ -108,6 +108,7 @@ func (a *activation) Receive(c actor.Context) {
 		a.maybePassivate(c)
 	case *actor.Stopped:
 		a.rt.metrics.active.WithLabelValues(a.kind.Name).Dec()
+		a.rt.live.Done()
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -43,6 +44,8 @@ type Runtime struct {
 	metrics *metrics
 	kinds   map[string]*kindEntry
 	parts   []*partition
+	// live counts activations spawned and not yet stopped, so Close can wait for them.
+	live sync.WaitGroup
 }
 
 type kindEntry struct{ Kind }
@@ -160,9 +163,17 @@ func (r *Runtime) Call(ctx context.Context, kind, id string, req Request) ([]byt
 	}
 }
 
-// Close stops every activation and scheduler. Pending replies fail with ErrUnavailable.
+// Close stops every activation and scheduler, and waits (up to 10 s) until no handler runs
+// any more, so that storage can be closed after it. Pending replies fail with ErrUnavailable.
 func (r *Runtime) Close() {
 	for _, p := range r.parts {
 		p.close()
+	}
+	stopped := make(chan struct{})
+	go func() { r.live.Wait(); close(stopped) }()
+	select {
+	case <-stopped:
+	case <-time.After(10 * time.Second):
+		r.logger.Error("activations still running 10s after close")
 	}
 }
