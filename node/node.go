@@ -371,7 +371,7 @@ func (n *Node) Shutdown(ctx context.Context) error {
 	var errs []error
 	if n.http != nil && n.cfg.ShutdownDrain > 0 {
 		n.draining.Store(true)
-		n.logger.Info("draining before shutdown", "for", n.cfg.ShutdownDrain)
+		n.logger.Info("draining before shutdown", "for", n.cfg.ShutdownDrain.String())
 		t := time.NewTimer(n.cfg.ShutdownDrain)
 		select {
 		case <-t.C:
