@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/shardkeeper/shardkeeper/test/await"
+
 	"github.com/shardkeeper/shardkeeper/actors"
 	"github.com/shardkeeper/shardkeeper/test/testkinds"
 )
@@ -30,7 +32,7 @@ func TestAlarmsFireOncePerName(t *testing.T) {
 	// Moving an alarm replaces it: "c" on x fires once, at its new time.
 	setAlarm(t, e.rt, "x", "c", base.Add(150*time.Millisecond))
 	for id, names := range want {
-		eventually(t, 10*time.Second, "alarms of "+id, func() bool {
+		await.True(t, 10*time.Second, "alarms of "+id, func() bool {
 			return len(decodeFirings(t, call(t, e.rt, "counter", id, "fired", nil))) == len(names)
 		})
 		fs := decodeFirings(t, call(t, e.rt, "counter", id, "fired", nil))
@@ -68,7 +70,7 @@ func TestFailingAlarmBacksOffThenParks(t *testing.T) {
 	call(t, e.rt, "counter", "f", "fail-alarms", []byte("true"))
 	setAlarm(t, e.rt, "f", "doomed", time.Now())
 
-	eventually(t, 20*time.Second, "alarm parked", func() bool {
+	await.True(t, 20*time.Second, "alarm parked", func() bool {
 		return metric(t, e.reg, "shardkeeper_alarms_parked_total", "", nil) == 1
 	})
 	if n := metric(t, e.reg, "shardkeeper_alarms_fired_total", "", nil); n != 7 {
@@ -94,7 +96,7 @@ func TestFailingAlarmBacksOffThenParks(t *testing.T) {
 	// Parked means given up: letting the handler succeed now does not revive it.
 	call(t, e.rt, "counter", "f", "fail-alarms", []byte("false"))
 	setAlarm(t, e.rt, "f", "fresh", time.Now())
-	eventually(t, 10*time.Second, "fresh alarm", func() bool {
+	await.True(t, 10*time.Second, "fresh alarm", func() bool {
 		return len(decodeFirings(t, call(t, e.rt, "counter", "f", "fired", nil))) == 1
 	})
 	if fs := decodeFirings(t, call(t, e.rt, "counter", "f", "fired", nil)); fs[0].Name != "fresh" {
@@ -108,11 +110,11 @@ func TestAlarmRetrySucceeds(t *testing.T) {
 	call(t, e.rt, "counter", "r", "fail-alarms", []byte("true"))
 	at := time.Now().Truncate(time.Millisecond)
 	setAlarm(t, e.rt, "r", "flaky", at)
-	eventually(t, 10*time.Second, "two retries", func() bool {
+	await.True(t, 10*time.Second, "two retries", func() bool {
 		return metric(t, e.reg, "shardkeeper_alarms_retried_total", "", nil) >= 2
 	})
 	call(t, e.rt, "counter", "r", "fail-alarms", []byte("false"))
-	eventually(t, 10*time.Second, "success", func() bool {
+	await.True(t, 10*time.Second, "success", func() bool {
 		return len(decodeFirings(t, call(t, e.rt, "counter", "r", "fired", nil))) == 1
 	})
 	f := decodeFirings(t, call(t, e.rt, "counter", "r", "fired", nil))[0]
@@ -131,7 +133,7 @@ func TestManyAlarms(t *testing.T) {
 			setAlarm(t, e.rt, fmt.Sprint("m", i), fmt.Sprint("n", j), at.Add(time.Duration(j)*time.Millisecond))
 		}
 	}
-	eventually(t, 30*time.Second, "all alarms fired", func() bool {
+	await.True(t, 30*time.Second, "all alarms fired", func() bool {
 		return metric(t, e.reg, "shardkeeper_alarms_fired_total", "", nil) == actorsN*per
 	})
 	for i := range actorsN {

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/shardkeeper/shardkeeper/test/await"
+
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/shardkeeper/shardkeeper/actors"
@@ -63,7 +65,7 @@ func newEnv(t testing.TB, opts actors.Options, wrap func(*actors.MemReplicator) 
 
 func waitReady(t testing.TB, rt *actors.Runtime, n int) {
 	t.Helper()
-	eventually(t, 10*time.Second, "every partition ready", func() bool {
+	await.True(t, 10*time.Second, "every partition ready", func() bool {
 		for p := range uint32(n) {
 			if !rt.Ready(p) {
 				return false
@@ -71,18 +73,6 @@ func waitReady(t testing.TB, rt *actors.Runtime, n int) {
 		}
 		return true
 	})
-}
-
-// eventually polls cond until it holds or the timeout passes (a condition, not a sleep).
-func eventually(t testing.TB, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", timeout, what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
 }
 
 func call(t testing.TB, rt *actors.Runtime, kind, id, method string, body []byte) string {

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/shardkeeper/shardkeeper/test/await"
+
 	"github.com/hashicorp/raft"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/shardkeeper/shardkeeper/actors"
@@ -97,7 +99,7 @@ func TestRaftRestartKeepsStateAndAlarms(t *testing.T) {
 	if v := call(t, e.rt, "counter", "r", "get", nil); v != "100" {
 		t.Fatalf("after restart counter = %s, want 100", v)
 	}
-	eventually(t, 10*time.Second, "alarm after restart", func() bool {
+	await.True(t, 10*time.Second, "alarm after restart", func() bool {
 		return len(decodeFirings(t, call(t, e.rt, "counter", "r", "fired", nil))) == 1
 	})
 	if n := metric(t, e.reg, "shardkeeper_alarms_fired_total", "", nil); n != 1 {

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/shardkeeper/shardkeeper/test/await"
+
 	"github.com/shardkeeper/shardkeeper/actors"
 	"github.com/shardkeeper/shardkeeper/test/testkinds"
 )
@@ -323,7 +325,7 @@ func TestLeadershipLoss(t *testing.T) {
 func TestPassivation(t *testing.T) {
 	e := newEnv(t, actors.Options{IdleTimeout: 30 * time.Millisecond}, nil, testkinds.Counter())
 	call(t, e.rt, "counter", "p", "incr", nil)
-	eventually(t, 5*time.Second, "passivation", func() bool {
+	await.True(t, 5*time.Second, "passivation", func() bool {
 		return metric(t, e.reg, "shardkeeper_actor_passivations_total", "", nil) == 1
 	})
 	if a := metric(t, e.reg, "shardkeeper_actors_active", "", nil); a != 0 {

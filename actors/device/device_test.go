@@ -20,6 +20,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/shardkeeper/shardkeeper/test/await"
+
 	"github.com/shardkeeper/shardkeeper/actors"
 	"github.com/shardkeeper/shardkeeper/actors/device"
 	"github.com/shardkeeper/shardkeeper/persistence"
@@ -59,7 +61,7 @@ func newHarness(t testing.TB, cfg device.Config, clock func() time.Time, more ..
 	for p := range uint32(partitions) {
 		rt.SetLeader(p, true)
 	}
-	eventually(t, 10*time.Second, "every partition ready", func() bool {
+	await.True(t, 10*time.Second, "every partition ready", func() bool {
 		for p := range uint32(partitions) {
 			if !rt.Ready(p) {
 				return false
@@ -93,17 +95,6 @@ func (h *harness) call(t testing.TB, registry, method string, in, out any) *acto
 		}
 	}
 	return nil
-}
-
-func eventually(t testing.TB, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting until %s", timeout, what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
 }
 
 // state is a registry's committed storage, parsed. The layout is the one documented in
@@ -726,7 +717,7 @@ func TestRegistryCollectsEverything(t *testing.T) {
 	// Past the nonces' retention only: they go, in several firings; the devices stay.
 	clock.advance(2*cfg.NonceTTL + time.Millisecond)
 	tick(t, h, clock, reg)
-	eventually(t, 30*time.Second, "every nonce is collected", func() bool {
+	await.True(t, 30*time.Second, "every nonce is collected", func() bool {
 		s := h.read(t, reg)
 		s.check(t, nttl, dttl, clock.ms.Load())
 		return len(s.nonces) == 0
@@ -737,7 +728,7 @@ func TestRegistryCollectsEverything(t *testing.T) {
 	// Past the devices' TTL: everything goes, the gc alarm included.
 	clock.advance(cfg.DeviceTTL)
 	tick(t, h, clock, reg)
-	eventually(t, 30*time.Second, "the registry holds no keys", func() bool {
+	await.True(t, 30*time.Second, "the registry holds no keys", func() bool {
 		s := h.read(t, reg)
 		s.check(t, nttl, dttl, clock.ms.Load())
 		return s.keys == 0

@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/shardkeeper/shardkeeper/test/await"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/shardkeeper/shardkeeper/actors"
 	"github.com/shardkeeper/shardkeeper/actors/oracle"
@@ -95,7 +97,7 @@ func (e *oracleEnv) start(cfg oracle.Config) {
 
 func (e *oracleEnv) waitReady() {
 	e.t.Helper()
-	eventually(e.t, 10*time.Second, "every partition ready", func() bool {
+	await.True(e.t, 10*time.Second, "every partition ready", func() bool {
 		for p := range uint32(testPartitions) {
 			if !e.rt.Ready(p) {
 				return false
@@ -182,18 +184,6 @@ func (e *oracleEnv) alarmsFired() float64 {
 		}
 	}
 	return 0
-}
-
-// eventually polls cond until it holds or the timeout passes (a condition, not a sleep).
-func eventually(t testing.TB, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", timeout, what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
 }
 
 // code is the domain outcome code of err ("" if err is not an *actors.Error).
@@ -365,7 +355,7 @@ func TestLifetimeBoundaries(t *testing.T) {
 	}
 	// A new leader's scheduler finds the gc alarm due and collects both.
 	e.failover()
-	eventually(t, 10*time.Second, "collection", func() bool { return e.keys(id) == base })
+	await.True(t, 10*time.Second, "collection", func() bool { return e.keys(id) == base })
 }
 
 // A backlog of due nonces (the node was down past their removal) is collected by several
@@ -400,7 +390,7 @@ func TestGCBacklogInBoundedBatches(t *testing.T) {
 	fired := e.alarmsFired()
 	clk.Set(start + (ttl + retention).Milliseconds())
 	e.failover()
-	eventually(t, 20*time.Second, "collection of the backlog", func() bool { return e.keys(id) == base })
+	await.True(t, 20*time.Second, "collection of the backlog", func() bool { return e.keys(id) == base })
 	if n := e.alarmsFired() - fired; n < count/1000+1 {
 		t.Fatalf("%g firings collected %d nonces; batches of at most 1000 need at least %d", n, count, count/1000+1)
 	}
@@ -426,7 +416,7 @@ func TestGCAlarmFollowsEarliestRemoval(t *testing.T) {
 
 	clk.Set(short.ExpiresAt + time.Minute.Milliseconds())
 	e.failover()
-	eventually(t, 10*time.Second, "collection of the short-lived nonce", func() bool { return e.keys(id) == base+4 })
+	await.True(t, 10*time.Second, "collection of the short-lived nonce", func() bool { return e.keys(id) == base+4 })
 	var info oracle.Info
 	if err := e.call(id, oracle.MethodGet, oracle.GetRequest{Nonce: long.Nonce}, &info); err != nil {
 		t.Fatalf("long-lived nonce after the short one was collected: %v", err)
@@ -434,7 +424,7 @@ func TestGCAlarmFollowsEarliestRemoval(t *testing.T) {
 
 	clk.Set(long.ExpiresAt + time.Minute.Milliseconds())
 	e.failover()
-	eventually(t, 10*time.Second, "collection of the long-lived nonce", func() bool { return e.keys(id) == base })
+	await.True(t, 10*time.Second, "collection of the long-lived nonce", func() bool { return e.keys(id) == base })
 }
 
 // A failed commit discards the activation with what it cached about its gc alarm: the next
@@ -481,7 +471,7 @@ func TestFailedCommitKeepsGCAndConsumeSafe(t *testing.T) {
 
 	clk.Set(n.ExpiresAt + time.Minute.Milliseconds())
 	e.failover()
-	eventually(t, 10*time.Second, "collection", func() bool { return e.keys(id) == base })
+	await.True(t, 10*time.Second, "collection", func() bool { return e.keys(id) == base })
 }
 
 // With the wall clock, a short TTL and a short retention, every shard that issued returns to
@@ -508,7 +498,7 @@ func TestGCWithoutRequests(t *testing.T) {
 	if !grew {
 		t.Fatal("issuing stored nothing")
 	}
-	eventually(t, 10*time.Second, "every partition back to its key count", func() bool {
+	await.True(t, 10*time.Second, "every partition back to its key count", func() bool {
 		for p := range uint32(testPartitions) {
 			if n, err := e.store.KeyCount(p, []byte{}); err != nil || n != base[p] {
 				return false

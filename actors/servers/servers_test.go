@@ -16,6 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/shardkeeper/shardkeeper/test/await"
+
 	"github.com/shardkeeper/shardkeeper/actors"
 	"github.com/shardkeeper/shardkeeper/persistence"
 )
@@ -198,7 +200,7 @@ func newHarness(t testing.TB, cfg Config, wrap func(*probe)) *harness {
 		rt.SetLeader(p, true)
 	}
 	h := &harness{t: t, rt: rt, store: store, clock: clock}
-	eventually(t, 10*time.Second, "every partition ready", func() bool {
+	await.True(t, 10*time.Second, "every partition ready", func() bool {
 		for p := range uint32(testPartitions) {
 			if !rt.Ready(p) {
 				return false
@@ -207,18 +209,6 @@ func newHarness(t testing.TB, cfg Config, wrap func(*probe)) *harness {
 		return true
 	})
 	return h
-}
-
-// eventually polls cond until it holds or the timeout passes.
-func eventually(t testing.TB, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", timeout, what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
 }
 
 // call sends one message. A background context makes the runtime take its deadline from the
@@ -441,7 +431,7 @@ func TestGCCollectsInBatches(t *testing.T) {
 
 	h.clock.advance(time.Second)
 	h.mustCall(reg, "poke", nil)
-	eventually(t, 20*time.Second, "the registry's keys to return to the baseline", func() bool {
+	await.True(t, 20*time.Second, "the registry's keys to return to the baseline", func() bool {
 		n, err := h.store.KeyCount(part, []byte{})
 		return err == nil && n == baseline
 	})
