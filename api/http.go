@@ -8,28 +8,21 @@ import (
 	"errors"
 	"io"
 	"net/http"
-	"regexp"
 	"strings"
 	"time"
 
 	"github.com/shardkeeper/shardkeeper/actors"
+	"github.com/shardkeeper/shardkeeper/ident"
 )
 
 // MaxBody is the largest request body accepted (413 body_too_large beyond it).
 const MaxBody = 64 << 10
 
-// Identifier patterns of the contract.
-var (
-	deviceIDPattern = regexp.MustCompile(`^[A-Za-z0-9_-]{1,128}$`)
-	nameIDPattern   = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`) // server_id, registry, org_id
-	noncePattern    = regexp.MustCompile(`^[A-Za-z0-9_-]{1,128}$`)
-)
-
 // ValidDeviceID, ValidName (server ids, registry names, org ids) and ValidNonce report whether
 // s is well formed.
-func ValidDeviceID(s string) bool { return deviceIDPattern.MatchString(s) }
-func ValidName(s string) bool     { return nameIDPattern.MatchString(s) }
-func ValidNonce(s string) bool    { return noncePattern.MatchString(s) }
+func ValidDeviceID(s string) bool { return ident.Long(s) }
+func ValidName(s string) bool     { return ident.Name(s) }
+func ValidNonce(s string) bool    { return ident.Long(s) }
 
 // InvalidID is the error for a malformed identifier.
 func InvalidID(field, value string) *Error {

@@ -65,10 +65,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"regexp"
 	"time"
 
 	"github.com/shardkeeper/shardkeeper/actors"
+	"github.com/shardkeeper/shardkeeper/ident"
 )
 
 // KindName is the actor kind's name.
@@ -167,11 +167,6 @@ type Device struct {
 	PendingChallenges int    `json:"pending_challenges"`
 }
 
-var (
-	deviceIDPattern = regexp.MustCompile(`^[A-Za-z0-9_-]{1,128}$`)
-	noncePattern    = regexp.MustCompile(`^[A-Za-z0-9_-]{1,128}$`)
-)
-
 // Validate checks r. Errors: invalid_request (a field missing or empty; public_key not base64
 // of exactly 32 bytes), invalid_id (device_id malformed).
 func (r Registration) Validate() *actors.Error {
@@ -209,11 +204,11 @@ func (v Verification) Validate() *actors.Error {
 	if v.Signature == "" {
 		return missing("signature")
 	}
-	if !noncePattern.MatchString(v.Nonce) {
+	if !ident.Long(v.Nonce) {
 		return actors.Errorf("unknown_nonce", "nonce was not issued by this registry")
 	}
-	if v.RequestID != "" && !noncePattern.MatchString(v.RequestID) {
-		return actors.Errorf("invalid_request", "request_id must match %s", noncePattern)
+	if v.RequestID != "" && !ident.Long(v.RequestID) {
+		return actors.Errorf("invalid_request", "request_id must match %s", ident.LongPattern)
 	}
 	return nil
 }
@@ -222,7 +217,7 @@ func checkDeviceID(id string) *actors.Error {
 	if id == "" {
 		return missing("device_id")
 	}
-	if !deviceIDPattern.MatchString(id) {
+	if !ident.Long(id) {
 		return actors.Errorf("invalid_id", "device_id %q is not a valid identifier", id)
 	}
 	return nil

@@ -228,50 +228,6 @@ func TestShardOfAcceptsOnlyTheIssuedShape(t *testing.T) {
 	}
 }
 
-// script is a random source that returns its blocks in turn, then the last one forever.
-type script struct {
-	mu     sync.Mutex
-	blocks [][]byte
-}
-
-func (s *script) Read(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	b := s.blocks[0]
-	if len(s.blocks) > 1 {
-		s.blocks = s.blocks[1:]
-	}
-	return copy(p, b), nil
-}
-
-func TestIssueGeneratesAgainOnCollision(t *testing.T) {
-	a, b := bytes.Repeat([]byte{1}, 32), bytes.Repeat([]byte{2}, 32)
-	src := &script{blocks: [][]byte{a, a, b, a}}
-	e := newOracleEnv(t, oracle.Config{Rand: src}, nil)
-	enc := base64.RawURLEncoding.EncodeToString
-	if got := e.issue("07", "org").Nonce; got != "07_"+enc(a) {
-		t.Fatalf("first nonce %q, want 07_%s", got, enc(a))
-	}
-	// The second issue draws a again, finds it taken, and draws b.
-	if got := e.issue("07", "org").Nonce; got != "07_"+enc(b) {
-		t.Fatalf("second nonce %q, want 07_%s after a collision with the first", got, enc(b))
-	}
-	// A source that only ever repeats a taken nonce makes issue fail, writing nothing.
-	before := e.keys("07")
-	err := e.call("07", oracle.MethodIssue, oracle.IssueRequest{OrgID: "org"}, nil)
-	if err == nil || code(err) != "" {
-		t.Fatalf("issue with a stuck random source: %v, want an internal error", err)
-	}
-	if after := e.keys("07"); after != before {
-		t.Fatalf("failed issue changed the key count from %d to %d", before, after)
-	}
-	// The first nonce is still the one issued first, unused.
-	var info oracle.Info
-	if err := e.call("07", oracle.MethodGet, oracle.GetRequest{Nonce: "07_" + enc(a)}, &info); err != nil || info.UsedAt != nil {
-		t.Fatalf("get first nonce: %+v %v", info, err)
-	}
-}
-
 // The outcomes at each boundary of a nonce's life, decided by the partition clock, whether
 // or not garbage collection has run.
 func TestLifetimeBoundaries(t *testing.T) {

@@ -34,11 +34,11 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
-	"regexp"
 	"sort"
 	"time"
 
 	"github.com/shardkeeper/shardkeeper/actors"
+	"github.com/shardkeeper/shardkeeper/ident"
 )
 
 // KindName is the actor kind's name.
@@ -104,13 +104,11 @@ type List struct {
 	Servers []Entry `json:"servers"`
 }
 
-var serverIDPattern = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
-
 // Validate checks r and puts Meta in canonical form: compact JSON, "{}" when absent or null.
 // Errors: invalid_id (server_id not ^[A-Za-z0-9_-]{1,64}$), invalid_request (address missing;
 // meta not a JSON object, or over MaxMetaBytes once compacted).
 func (r *Registration) Validate() *actors.Error {
-	if !serverIDPattern.MatchString(r.ServerID) {
+	if !ident.Name(r.ServerID) {
 		return actors.Errorf("invalid_id", "server_id %q is not a valid identifier", r.ServerID)
 	}
 	if r.Address == "" {
@@ -351,7 +349,7 @@ func (r *registry) list(ctx *actors.Context) ([]byte, error) {
 // delete removes a live entry; an absent or expired one is unknown_server (an expired one
 // is collected all the same).
 func (r *registry) delete(ctx *actors.Context, id string) error {
-	if !serverIDPattern.MatchString(id) {
+	if !ident.Name(id) {
 		return actors.Errorf("invalid_id", "server_id %q is not a valid identifier", id)
 	}
 	rec, found, err := r.record(ctx, id)
