@@ -114,7 +114,7 @@ func (a *activation) Receive(c actor.Context) {
 
 func (a *activation) dequeued() {
 	a.ref.queued.Add(-1)
-	a.rt.metrics.mailbox.WithLabelValues(a.kind.Name).Dec()
+	a.kind.mailbox.Dec()
 }
 
 // usable reports why the activation may not run a message, or nil.

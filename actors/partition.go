@@ -79,11 +79,11 @@ func (p *partition) deliver(kind *kindEntry, id string, msg any) (wait <-chan st
 			overlay:    map[string]*overlayEntry{},
 		}
 		p.rt.live.Add(1) // Done when the actor has stopped
-		ref.pid = p.rt.system.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return a }))
+		ref.pid = p.rt.system.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return a }, actor.WithDispatcher(p.rt.dispatcher)))
 		p.acts[key] = ref
 	}
 	ref.queued.Add(1)
-	p.rt.metrics.mailbox.WithLabelValues(kind.Name).Inc()
+	kind.mailbox.Inc()
 	p.rt.system.Root.Send(ref.pid, msg)
 	return nil
 }

@@ -44,11 +44,16 @@ type Runtime struct {
 	metrics *metrics
 	kinds   map[string]*kindEntry
 	parts   []*partition
+	// dispatcher runs the activations' mailboxes on reused goroutines.
+	dispatcher *dispatcher
 	// live counts activations spawned and not yet stopped, so Close can wait for them.
 	live sync.WaitGroup
 }
 
-type kindEntry struct{ Kind }
+type kindEntry struct {
+	Kind
+	mailbox prometheus.Gauge // shardkeeper_actor_mailbox_messages of this kind, resolved once
+}
 
 // New creates a runtime for the given kinds. No partition is led until SetLeader says so.
 func New(opts Options, kinds ...Kind) (*Runtime, error) {
@@ -88,7 +93,7 @@ func New(opts Options, kinds ...Kind) (*Runtime, error) {
 		return nil, fmt.Errorf("actors: register metrics: %w", err)
 	}
 	r := &Runtime{opts: opts, store: opts.Store, repl: opts.Replicator, system: opts.System,
-		logger: opts.Logger, metrics: m, kinds: map[string]*kindEntry{}}
+		logger: opts.Logger, metrics: m, kinds: map[string]*kindEntry{}, dispatcher: newDispatcher(256)}
 	for _, k := range kinds {
 		if err := k.validate(); err != nil {
 			return nil, fmt.Errorf("actors: %w", err)
@@ -96,7 +101,7 @@ func New(opts Options, kinds ...Kind) (*Runtime, error) {
 		if _, dup := r.kinds[k.Name]; dup {
 			return nil, fmt.Errorf("actors: kind %q registered twice", k.Name)
 		}
-		r.kinds[k.Name] = &kindEntry{k}
+		r.kinds[k.Name] = &kindEntry{Kind: k, mailbox: m.mailbox.WithLabelValues(k.Name)}
 	}
 	for p := range opts.Partitions {
 		r.parts = append(r.parts, newPartition(r, uint32(p)))
@@ -176,4 +181,5 @@ func (r *Runtime) Close() {
 	case <-time.After(10 * time.Second):
 		r.logger.Error("activations still running 10s after close")
 	}
+	r.dispatcher.close()
 }

@@ -59,12 +59,12 @@ func (s *Server) challengeDevice(w http.ResponseWriter, r *http.Request, registr
 	if !decodeDeviceBody(w, r, registry, &body) {
 		return
 	}
-	var out device.Challenge
-	if err := s.callDevice(r, registry, device.MethodChallenge, body, &out); err != nil {
+	out, err := s.callDeviceRaw(r, registry, device.MethodChallenge, body)
+	if err != nil {
 		WriteError(w, err)
 		return
 	}
-	WriteJSON(w, http.StatusOK, out)
+	WriteRawJSON(w, http.StatusOK, out) // device.Challenge
 }
 
 func (s *Server) verifyDevice(w http.ResponseWriter, r *http.Request, registry string) {
@@ -72,12 +72,12 @@ func (s *Server) verifyDevice(w http.ResponseWriter, r *http.Request, registry s
 	if !decodeDeviceBody(w, r, registry, &body) {
 		return
 	}
-	var out device.Verified
-	if err := s.callDevice(r, registry, device.MethodVerify, body, &out); err != nil {
+	out, err := s.callDeviceRaw(r, registry, device.MethodVerify, body)
+	if err != nil {
 		WriteError(w, err)
 		return
 	}
-	WriteJSON(w, http.StatusOK, out)
+	WriteRawJSON(w, http.StatusOK, out) // device.Verified
 }
 
 func (s *Server) getDevice(w http.ResponseWriter, r *http.Request) {
@@ -85,12 +85,12 @@ func (s *Server) getDevice(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	var out device.Device
-	if err := s.callDevice(r, registry, device.MethodGet, ref, &out); err != nil {
+	out, err := s.callDeviceRaw(r, registry, device.MethodGet, ref)
+	if err != nil {
 		WriteError(w, err)
 		return
 	}
-	WriteJSON(w, http.StatusOK, out)
+	WriteRawJSON(w, http.StatusOK, out) // device.Device
 }
 
 func (s *Server) deleteDevice(w http.ResponseWriter, r *http.Request) {
@@ -108,6 +108,11 @@ func (s *Server) deleteDevice(w http.ResponseWriter, r *http.Request) {
 // callDevice sends one request to the registry's actor with the request deadline.
 func (s *Server) callDevice(r *http.Request, registry, method string, in, out any) error {
 	return CallJSON(r.Context(), s.Caller, s.Config.RequestTimeout, device.KindName, registry, method, in, out)
+}
+
+// callDeviceRaw is callDevice for a reply written out as it stands.
+func (s *Server) callDeviceRaw(r *http.Request, registry, method string, in any) ([]byte, error) {
+	return CallRaw(r.Context(), s.Caller, s.Config.RequestTimeout, device.KindName, registry, method, in)
 }
 
 // decodeDeviceBody checks the registry name (400 invalid_id), decodes the body into dst

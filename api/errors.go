@@ -56,6 +56,16 @@ func WriteJSON(w http.ResponseWriter, status int, v any) {
 	_ = json.NewEncoder(w).Encode(v)
 }
 
+// WriteRawJSON writes body, one JSON value produced by encoding/json, as WriteJSON would
+// have written it: followed by a newline.
+func WriteRawJSON(w http.ResponseWriter, status int, body []byte) {
+	h := w.Header()
+	h["Content-Type"] = []string{"application/json"}
+	h["Content-Length"] = []string{strconv.Itoa(len(body) + 1)}
+	w.WriteHeader(status)
+	_, _ = w.Write(append(body, '\n'))
+}
+
 // WriteError maps err to the contract's error body: *Error as is; *actors.Error by its code;
 // actors.ErrUnavailable to 503 unavailable; anything else to 500 internal. 429 and 503 always
 // carry Retry-After.

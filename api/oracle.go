@@ -36,13 +36,13 @@ func (s *Server) issueNonce(w http.ResponseWriter, r *http.Request) {
 		WriteError(w, err)
 		return
 	}
-	var out oracle.Issued
-	if err := CallJSON(r.Context(), s.Caller, s.Config.RequestTimeout, oracle.KindName, oracle.RandomShard(),
-		oracle.MethodIssue, oracle.IssueRequest{OrgID: body.OrgID}, &out); err != nil {
+	out, err := CallRaw(r.Context(), s.Caller, s.Config.RequestTimeout, oracle.KindName, oracle.RandomShard(),
+		oracle.MethodIssue, oracle.IssueRequest{OrgID: body.OrgID})
+	if err != nil {
 		WriteError(w, err)
 		return
 	}
-	WriteJSON(w, http.StatusCreated, out)
+	WriteRawJSON(w, http.StatusCreated, out) // oracle.Issued
 }
 
 func (s *Server) consumeNonce(w http.ResponseWriter, r *http.Request) {
@@ -65,13 +65,13 @@ func (s *Server) consumeNonce(w http.ResponseWriter, r *http.Request) {
 		WriteAPIError(w, unknownNonce())
 		return
 	}
-	var out oracle.Consumed
-	if err := CallJSON(r.Context(), s.Caller, s.Config.RequestTimeout, oracle.KindName, shard,
-		oracle.MethodConsume, oracle.ConsumeRequest{Nonce: nonce, OrgID: body.OrgID, RequestID: body.RequestID}, &out); err != nil {
+	out, err := CallRaw(r.Context(), s.Caller, s.Config.RequestTimeout, oracle.KindName, shard,
+		oracle.MethodConsume, oracle.ConsumeRequest{Nonce: nonce, OrgID: body.OrgID, RequestID: body.RequestID})
+	if err != nil {
 		WriteError(w, err)
 		return
 	}
-	WriteJSON(w, http.StatusOK, out)
+	WriteRawJSON(w, http.StatusOK, out) // oracle.Consumed
 }
 
 func (s *Server) getNonce(w http.ResponseWriter, r *http.Request) {
@@ -81,13 +81,13 @@ func (s *Server) getNonce(w http.ResponseWriter, r *http.Request) {
 		WriteAPIError(w, unknownNonce())
 		return
 	}
-	var out oracle.Info
-	if err := CallJSON(r.Context(), s.Caller, s.Config.RequestTimeout, oracle.KindName, shard,
-		oracle.MethodGet, oracle.GetRequest{Nonce: nonce}, &out); err != nil {
+	out, err := CallRaw(r.Context(), s.Caller, s.Config.RequestTimeout, oracle.KindName, shard,
+		oracle.MethodGet, oracle.GetRequest{Nonce: nonce})
+	if err != nil {
 		WriteError(w, err)
 		return
 	}
-	WriteJSON(w, http.StatusOK, out)
+	WriteRawJSON(w, http.StatusOK, out) // oracle.Info
 }
 
 // nonceShard returns the shard of an oracle nonce, or false when the string cannot be a nonce

@@ -108,13 +108,13 @@ func (s *Server) listServers(w http.ResponseWriter, r *http.Request, registry st
 		WriteAPIError(w, InvalidID("registry", registry))
 		return
 	}
-	var out servers.List
-	if err := CallJSON(r.Context(), s.Caller, s.Config.RequestTimeout, servers.KindName, registry,
-		servers.MethodList, struct{}{}, &out); err != nil {
+	out, err := CallRaw(r.Context(), s.Caller, s.Config.RequestTimeout, servers.KindName, registry,
+		servers.MethodList, struct{}{})
+	if err != nil {
 		WriteError(w, err)
 		return
 	}
-	WriteJSON(w, http.StatusOK, out)
+	WriteRawJSON(w, http.StatusOK, out) // servers.List
 }
 
 func (s *Server) deleteServer(w http.ResponseWriter, r *http.Request) {

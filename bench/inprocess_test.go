@@ -11,7 +11,6 @@ package bench_test
 import (
 	"context"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"runtime"
@@ -20,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/shardkeeper/shardkeeper/bench/internal/httpconn"
 	"github.com/shardkeeper/shardkeeper/bench/internal/load"
 	"github.com/shardkeeper/shardkeeper/bench/internal/workload"
 	"github.com/shardkeeper/shardkeeper/client"
@@ -61,8 +61,7 @@ func BenchmarkInProcess(b *testing.B) {
 		clients = n
 	}
 	url := startNode(b)
-	tr := &http.Transport{DialContext: (&net.Dialer{Timeout: 5 * time.Second}).DialContext,
-		MaxIdleConns: 2 * clients, MaxIdleConnsPerHost: 2 * clients}
+	tr := &httpconn.Transport{MaxIdlePerHost: 2 * clients, DialTimeout: 5 * time.Second}
 	c, err := client.New([]string{url}, client.WithRetryPolicy(client.NoRetry), client.WithHTTPClient(&http.Client{Transport: tr}))
 	if err != nil {
 		b.Fatal(err)

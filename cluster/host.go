@@ -262,13 +262,27 @@ func (h *Host) Leading() int {
 	return n
 }
 
+// hasOtherVoter reports whether r's configuration has a voter other than self.
+func hasOtherVoter(r *raft.Raft, self string) bool {
+	f := r.GetConfiguration()
+	if f.Error() != nil {
+		return true // unknown: try the transfer and let it report
+	}
+	for _, s := range f.Configuration().Servers {
+		if s.Suffrage == raft.Voter && string(s.ID) != self {
+			return true
+		}
+	}
+	return false
+}
+
 // TransferLeadership hands every partition led here to another voter and waits (bounded by
 // each transfer's own timeout). Used on graceful shutdown.
 func (h *Host) TransferLeadership() {
 	var wg sync.WaitGroup
 	for _, g := range h.groups {
-		if g.raft.State() != raft.Leader {
-			continue
+		if g.raft.State() != raft.Leader || !hasOtherVoter(g.raft, h.cfg.ServerID) {
+			continue // nobody to hand it to (a one-node cluster): not worth a warning
 		}
 		wg.Add(1)
 		go func() {

@@ -65,6 +65,7 @@ type Config struct {
 	RaftElectionTimeout  time.Duration // --raft-election-timeout 500ms, >= 50ms and >= the heartbeat timeout
 	SnapshotThreshold    uint64        // --snapshot-threshold 8192: raft log entries between snapshots, >= 1
 	LogLevel             string        // --log-level info: debug|info|warn|error
+	DebugAddr            string        // --debug-addr, default "" (off): host:port serving /debug/pprof/
 	ConfigFile           string        // --config, path of the YAML file (not itself settable from YAML)
 }
 
@@ -114,6 +115,7 @@ var options = []option{
 	{name: "snapshot-threshold", def: "8192", usage: "Raft log entries between snapshots (>= 1)",
 		bind: func(c *Config) value { return uint64Value{&c.SnapshotThreshold} }},
 	strOpt("log-level", "info", "log level: debug, info, warn or error", func(c *Config) *string { return &c.LogLevel }),
+	strOpt("debug-addr", "", "host:port serving Go profiles at /debug/pprof/ on a listener of its own; empty disables it (keep it off public interfaces)", func(c *Config) *string { return &c.DebugAddr }),
 	{name: "config", usage: "path of a YAML file of settings, keyed by flag name", noFile: true,
 		bind: func(c *Config) value { return stringValue{&c.ConfigFile} }},
 }

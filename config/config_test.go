@@ -125,6 +125,7 @@ var samples = map[string]struct {
 	"raft-election-timeout":  {"1s", func(c *Config) { c.RaftElectionTimeout = time.Second }},
 	"snapshot-threshold":     {"1024", func(c *Config) { c.SnapshotThreshold = 1024 }},
 	"log-level":              {"debug", func(c *Config) { c.LogLevel = "debug" }},
+	"debug-addr":             {"127.0.0.1:6060", func(c *Config) { c.DebugAddr = "127.0.0.1:6060" }},
 }
 
 // TestEachSourceSetsEachOption sets every option, one at a time, from each source.

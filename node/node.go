@@ -47,6 +47,7 @@ type Node struct {
 	router     *cluster.Router
 	ln         net.Listener
 	http       *http.Server
+	debug      *http.Server // --debug-addr, or nil
 	served     chan error
 	stop       chan struct{}
 	wg         sync.WaitGroup
@@ -156,6 +157,11 @@ func Start(cfg config.Config, opts Options) (n *Node, err error) {
 	}
 	n.http = &http.Server{Handler: n.drainAware(mux), ReadHeaderTimeout: 10 * time.Second}
 	go func() { n.served <- n.http.Serve(n.ln) }()
+	if cfg.DebugAddr != "" {
+		if n.debug, err = startDebug(cfg.DebugAddr, logger); err != nil {
+			return nil, err
+		}
+	}
 	logger.Info("shardkeeper node started", "node_id", cfg.NodeID, "server_id", n.serverID,
 		"http", n.ln.Addr().String(), "raft", host.Addr(), "gossip", cfg.GossipAddr,
 		"remote", n.system.ProcessRegistry.Address, "partitions", cfg.Partitions, "data_dir", cfg.DataDir)
@@ -407,6 +413,9 @@ func (n *Node) close() error {
 	n.wg.Wait()
 	if n.http == nil && n.ln != nil {
 		n.ln.Close()
+	}
+	if n.debug != nil {
+		n.debug.Close()
 	}
 	if n.router != nil {
 		n.router.Stop()

@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -18,6 +17,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/shardkeeper/shardkeeper/bench/internal/httpconn"
 	"github.com/shardkeeper/shardkeeper/bench/internal/workload"
 )
 
@@ -135,16 +135,11 @@ func etcdVersion(ctx context.Context, url string) string {
 }
 
 // etcdClient returns the workload's client of the cluster: one http.Client with keep-alive
-// shared by every load client, and the gateway prefix the installed version serves (probed
-// with a maintenance status call: /v3 on 3.4+, /v3beta on 3.3, /v3alpha before).
+// shared by every load client (over httpconn's lean transport, as for shardkeeper in
+// benchClient), and the gateway prefix the installed version serves (probed with a
+// maintenance status call: /v3 on 3.4+, /v3beta on 3.3, /v3alpha before).
 func etcdClient(ctx context.Context, urls []string, maxClients int) (*workload.Etcd, error) {
-	tr := &http.Transport{
-		DialContext:         (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
-		MaxIdleConns:        2 * maxClients,
-		MaxIdleConnsPerHost: 2 * maxClients,
-		IdleConnTimeout:     90 * time.Second,
-		DisableCompression:  true,
-	}
+	tr := &httpconn.Transport{MaxIdlePerHost: 2 * maxClients, DialTimeout: 5 * time.Second, IdleTimeout: 90 * time.Second}
 	e := &workload.Etcd{URLs: urls, HC: &http.Client{Transport: tr}}
 	var errs []error
 	for _, prefix := range []string{"/v3", "/v3beta", "/v3alpha"} {

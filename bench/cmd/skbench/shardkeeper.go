@@ -3,13 +3,13 @@ package main
 import (
 	"context"
 	"fmt"
-	"net"
 	"net/http"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/shardkeeper/shardkeeper/bench/internal/httpconn"
 	"github.com/shardkeeper/shardkeeper/client"
 )
 
@@ -137,15 +137,11 @@ func nodeProcesses(nodes []*shardkeeperNode) []*process {
 }
 
 // benchClient is the client the workloads use: no retries (every error is counted), and a
-// connection pool large enough for every concurrent client to keep its connection.
+// connection pool large enough for every concurrent client to keep its connection. The
+// transport is httpconn's lean one, as for etcd (etcdClient), so that both systems are driven
+// by the same, cheap HTTP client.
 func benchClient(urls []string, maxClients int) (*client.Client, error) {
-	tr := &http.Transport{
-		DialContext:         (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
-		MaxIdleConns:        2 * maxClients,
-		MaxIdleConnsPerHost: 2 * maxClients,
-		IdleConnTimeout:     90 * time.Second,
-		DisableCompression:  true,
-	}
+	tr := &httpconn.Transport{MaxIdlePerHost: 2 * maxClients, DialTimeout: 5 * time.Second, IdleTimeout: 90 * time.Second}
 	return client.New(urls, client.WithRetryPolicy(client.NoRetry), client.WithHTTPClient(&http.Client{Transport: tr}))
 }
 
