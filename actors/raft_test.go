@@ -10,7 +10,6 @@ import (
 
 	"github.com/shardkeeper/shardkeeper/test/await"
 
-	"github.com/hashicorp/raft"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/shardkeeper/shardkeeper/actors"
 	"github.com/shardkeeper/shardkeeper/cluster"
@@ -44,7 +43,7 @@ func startRaftEnv(t testing.TB, dir string, kinds ...actors.Kind) *raftEnv {
 	host, err = cluster.NewHost(cluster.HostConfig{
 		ServerID: "n1", RaftAddr: "127.0.0.1:0", Partitions: testPartitions, SnapshotDir: dir + "/snapshots",
 		Store: store, HeartbeatTimeout: 100 * time.Millisecond, ElectionTimeout: 100 * time.Millisecond,
-		SnapshotThreshold: 1024, Bootstrap: []raft.Server{{ID: "n1", Address: "127.0.0.1:1"}},
+		SnapshotThreshold: 1024, BootstrapSelf: true,
 		OnLeadership: e.rt.SetLeader, Logger: quietLogger(), LogLevel: 8,
 	})
 	if err != nil {

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"path/filepath"
 	"sync"
@@ -22,9 +23,10 @@ type HostConfig struct {
 	// ServerID is this node's Raft server id (persistence.Store.ServerID).
 	ServerID string
 	RaftAddr string // listen address of the shared Raft transport
-	// Advertise is the Raft address other nodes dial; RaftAddr's bound address if empty.
-	Advertise  string
-	Partitions int
+	// AdvertiseHost is the host (IP) other nodes dial, with RaftAddr's bound port; the bound
+	// host if empty.
+	AdvertiseHost string
+	Partitions    int
 	// SnapshotDir holds each partition's Raft snapshots (one subdirectory per partition).
 	SnapshotDir string
 	Store       *persistence.Store
@@ -33,10 +35,10 @@ type HostConfig struct {
 	ElectionTimeout   time.Duration
 	SnapshotThreshold uint64
 
-	// Bootstrap, when non-empty, is the initial configuration of every partition that has
-	// no Raft state yet (the one-node cluster). A node that already has state ignores it.
-	// Clusters bootstrap later, through Host.Bootstrap, once enough members are known.
-	Bootstrap []raft.Server
+	// BootstrapSelf makes this node the only voter of every partition that has no Raft state
+	// yet (the one-node cluster). A node that already has state ignores it. Clusters
+	// bootstrap later, through Host.Bootstrap, once enough members are known.
+	BootstrapSelf bool
 
 	// OnLeadership is called, in order per partition and from one goroutine per partition,
 	// each time this node gains or loses a partition's leadership.
@@ -51,6 +53,7 @@ type HostConfig struct {
 type Host struct {
 	cfg    HostConfig
 	mux    *Mux
+	addr   string // advertised Raft address (host:port) of this node
 	groups []*group
 	stop   chan struct{}
 	wg     sync.WaitGroup
@@ -76,10 +79,11 @@ func NewHost(cfg HostConfig) (*Host, error) {
 		return nil, err
 	}
 	advertise := mux.Addr().String()
-	if cfg.Advertise != "" {
-		advertise = cfg.Advertise
+	if cfg.AdvertiseHost != "" {
+		_, port, _ := net.SplitHostPort(advertise)
+		advertise = net.JoinHostPort(cfg.AdvertiseHost, port)
 	}
-	h := &Host{cfg: cfg, mux: mux, stop: make(chan struct{})}
+	h := &Host{cfg: cfg, mux: mux, addr: advertise, stop: make(chan struct{})}
 	hlog := hclog.New(&hclog.LoggerOptions{
 		Name: "raft", Output: os.Stderr, JSONFormat: true, Level: hclogLevel(cfg.LogLevel),
 	})
@@ -129,8 +133,9 @@ func (h *Host) openGroup(p uint32, advertise string, hlog hclog.Logger) (*group,
 		trans.Close()
 		return nil, fmt.Errorf("partition %d: %w", p, err)
 	}
-	if !has && len(h.cfg.Bootstrap) > 0 {
-		if err := raft.BootstrapCluster(rc, logs, stable, snaps, trans, raft.Configuration{Servers: h.cfg.Bootstrap}); err != nil {
+	if !has && h.cfg.BootstrapSelf {
+		self := raft.Server{ID: rc.LocalID, Address: RaftAddress(advertise, h.cfg.ServerID)}
+		if err := raft.BootstrapCluster(rc, logs, stable, snaps, trans, raft.Configuration{Servers: []raft.Server{self}}); err != nil {
 			trans.Close()
 			return nil, fmt.Errorf("bootstrap partition %d: %w", p, err)
 		}
@@ -337,5 +342,5 @@ func hclogLevel(l slog.Level) hclog.Level {
 	}
 }
 
-// Addr is the Raft listener's address.
-func (h *Host) Addr() string { return h.mux.Addr().String() }
+// Addr is the Raft address other nodes dial: the advertised host with the bound port.
+func (h *Host) Addr() string { return h.addr }

@@ -46,7 +46,10 @@ type Member struct {
 type MembershipConfig struct {
 	Meta       NodeMeta
 	GossipAddr string // bind address, host:port (UDP and TCP)
-	Logger     *slog.Logger
+	// AdvertiseIP is the IP other members reach this one at (with the bound port); the
+	// bind host if empty.
+	AdvertiseIP string
+	Logger      *slog.Logger
 }
 
 // Membership is this node's memberlist: failure detection and the metadata of every node.
@@ -79,6 +82,9 @@ func StartMembership(cfg MembershipConfig) (*Membership, error) {
 	mc.Name = cfg.Meta.ID
 	mc.BindAddr, mc.BindPort = host, port
 	mc.AdvertiseAddr, mc.AdvertisePort = host, port
+	if cfg.AdvertiseIP != "" {
+		mc.AdvertiseAddr = cfg.AdvertiseIP
+	}
 	mc.Delegate = (*delegate)(m)
 	mc.Events = (*events)(m)
 	// A node restarting under the same name on another address must be able to rejoin.

@@ -43,6 +43,7 @@ type Config struct {
 	GossipAddr          string        // --gossip-addr 127.0.0.1:7946: memberlist (UDP+TCP)
 	RaftAddr            string        // --raft-addr 127.0.0.1:7000: Raft transport
 	RemoteAddr          string        // --remote-addr 127.0.0.1:8090: actor remoting
+	AdvertiseAddr       string        // --advertise-addr, default "": IP other nodes and clients reach this node at
 	Join                []string      // --join, comma-separated gossip addresses of existing members, default none
 	BootstrapExpect     int           // --bootstrap-expect 1: members to wait for before the first bootstrap, >= 1
 	Partitions          int           // --partitions 16: P, fixed at bootstrap, 1..4096
@@ -94,6 +95,7 @@ var options = []option{
 	strOpt("gossip-addr", "127.0.0.1:7946", "host:port of memberlist gossip (UDP+TCP)", func(c *Config) *string { return &c.GossipAddr }),
 	strOpt("raft-addr", "127.0.0.1:7000", "host:port of the Raft transport", func(c *Config) *string { return &c.RaftAddr }),
 	strOpt("remote-addr", "127.0.0.1:8090", "host:port of actor remoting", func(c *Config) *string { return &c.RemoteAddr }),
+	strOpt("advertise-addr", "", "IP address other nodes (and /v1/cluster readers) reach this node at, with each listener's port; required when a listen address binds every interface (0.0.0.0, [::] or no host); default: each listen address's own host", func(c *Config) *string { return &c.AdvertiseAddr }),
 	{name: "join", usage: "comma-separated gossip host:port addresses of existing members (repeatable)",
 		bind: func(c *Config) value { return &listValue{p: &c.Join} }},
 	intOpt("bootstrap-expect", "1", "members to wait for before the first cluster bootstraps (>= 1)", func(c *Config) *int { return &c.BootstrapExpect }),
@@ -451,11 +453,22 @@ func (c Config) Validate() error {
 		{"raft-addr", c.RaftAddr},
 		{"remote-addr", c.RemoteAddr},
 	}
+	if c.AdvertiseAddr != "" {
+		if ip := net.ParseIP(c.AdvertiseAddr); ip == nil || ip.IsUnspecified() {
+			bad("advertise-addr", "%q is not an IP address other nodes can dial", c.AdvertiseAddr)
+		}
+	}
 	for i, a := range addrs {
 		port, err := checkAddr(a.addr)
 		if err != nil {
 			bad(a.name, "%v", err)
 			continue
+		}
+		if host, _, _ := net.SplitHostPort(a.addr); c.AdvertiseAddr == "" && unspecifiedHost(host) {
+			bad(a.name, "%q listens on every interface, which other nodes cannot dial: set --advertise-addr", a.addr)
+		}
+		if a.name == "remote-addr" && c.AdvertiseAddr != "" && port == 0 {
+			bad(a.name, "port 0 cannot be advertised: give a fixed port with --advertise-addr")
 		}
 		for _, b := range addrs[:i] {
 			if port != 0 && a.addr == b.addr {
@@ -655,4 +668,26 @@ func (v *listValue) String() string {
 		return ""
 	}
 	return strings.Join(*v.p, ",")
+}
+
+// unspecifiedHost reports whether a listen host binds every interface.
+func unspecifiedHost(host string) bool {
+	if host == "" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsUnspecified()
+}
+
+// Advertised returns a bound address (host:port) as other nodes should dial it: with the host
+// replaced by AdvertiseAddr when that is set.
+func (c Config) Advertised(bound string) string {
+	if c.AdvertiseAddr == "" {
+		return bound
+	}
+	_, port, err := net.SplitHostPort(bound)
+	if err != nil {
+		return bound
+	}
+	return net.JoinHostPort(c.AdvertiseAddr, port)
 }

@@ -102,7 +102,7 @@ var samples = map[string]struct {
 }{
 	"node-id":                {"node-7", func(c *Config) { c.NodeID = "node-7" }},
 	"data-dir":               {"/var/lib/sk", func(c *Config) { c.DataDir = "/var/lib/sk" }},
-	"http-addr":              {"0.0.0.0:9080", func(c *Config) { c.HTTPAddr = "0.0.0.0:9080" }},
+	"http-addr":              {"127.0.0.2:9080", func(c *Config) { c.HTTPAddr = "127.0.0.2:9080" }},
 	"gossip-addr":            {"10.0.0.1:7947", func(c *Config) { c.GossipAddr = "10.0.0.1:7947" }},
 	"raft-addr":              {"10.0.0.2:7001", func(c *Config) { c.RaftAddr = "10.0.0.2:7001" }},
 	"remote-addr":            {"localhost:8091", func(c *Config) { c.RemoteAddr = "localhost:8091" }},
@@ -126,6 +126,7 @@ var samples = map[string]struct {
 	"snapshot-threshold":     {"1024", func(c *Config) { c.SnapshotThreshold = 1024 }},
 	"log-level":              {"debug", func(c *Config) { c.LogLevel = "debug" }},
 	"debug-addr":             {"127.0.0.1:6060", func(c *Config) { c.DebugAddr = "127.0.0.1:6060" }},
+	"advertise-addr":         {"10.0.0.7", func(c *Config) { c.AdvertiseAddr = "10.0.0.7" }},
 }
 
 // TestEachSourceSetsEachOption sets every option, one at a time, from each source.
@@ -465,11 +466,22 @@ func TestValidate(t *testing.T) {
 		{"gossip-addr named port", func(c *Config) { c.GossipAddr = "127.0.0.1:gossip" }, "gossip-addr"},
 		{"raft-addr port too big", func(c *Config) { c.RaftAddr = "127.0.0.1:70000" }, "raft-addr"},
 		{"remote-addr empty", func(c *Config) { c.RemoteAddr = "" }, "remote-addr"},
-		{"all interfaces", func(c *Config) { c.HTTPAddr = ":8080" }, ""},
+		{"all interfaces", func(c *Config) { c.HTTPAddr, c.AdvertiseAddr = ":8080", "192.0.2.1" }, ""},
 		{"ipv6", func(c *Config) { c.RaftAddr = "[::1]:7001" }, ""},
 		{"same address twice", func(c *Config) { c.RemoteAddr = c.RaftAddr }, "remote-addr"},
 		{"port 0 twice", func(c *Config) { c.RaftAddr, c.RemoteAddr = "127.0.0.1:0", "127.0.0.1:0" }, ""},
 		{"join bad", func(c *Config) { c.Join = []string{"a:1", "b"} }, "join"},
+		{"all interfaces, nothing advertised", func(c *Config) { c.HTTPAddr = "0.0.0.0:8080" }, "http-addr"},
+		{"no host, nothing advertised", func(c *Config) { c.GossipAddr = ":7946" }, "gossip-addr"},
+		{"[::], nothing advertised", func(c *Config) { c.RaftAddr = "[::]:7000" }, "raft-addr"},
+		{"all interfaces, advertised", func(c *Config) {
+			c.HTTPAddr, c.GossipAddr, c.RaftAddr, c.RemoteAddr = "0.0.0.0:8080", ":7946", "[::]:7000", "0.0.0.0:8090"
+			c.AdvertiseAddr = "10.1.2.3"
+		}, ""},
+		{"advertise a host name", func(c *Config) { c.AdvertiseAddr = "node1.example" }, "advertise-addr"},
+		{"advertise host:port", func(c *Config) { c.AdvertiseAddr = "10.1.2.3:7000" }, "advertise-addr"},
+		{"advertise 0.0.0.0", func(c *Config) { c.AdvertiseAddr = "0.0.0.0" }, "advertise-addr"},
+		{"advertise with remote port 0", func(c *Config) { c.AdvertiseAddr, c.RemoteAddr = "10.1.2.3", "0.0.0.0:0" }, "remote-addr"},
 		{"attest-nonce-ttl 0", func(c *Config) { c.AttestNonceTTL = 0 }, "attest-nonce-ttl"},
 		{"device-ttl negative", func(c *Config) { c.DeviceTTL = -time.Hour }, "device-ttl"},
 		{"server-ttl 0", func(c *Config) { c.ServerTTL = 0 }, "server-ttl"},

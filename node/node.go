@@ -100,7 +100,7 @@ func Start(cfg config.Config, opts Options) (n *Node, err error) {
 	n.system = actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger {
 		return logger.With("component", "protoactor")
 	}))
-	if n.remote, err = startRemote(n.system, cfg.RemoteAddr); err != nil {
+	if n.remote, err = startRemote(n.system, cfg.RemoteAddr, cfg.AdvertiseAddr); err != nil {
 		return nil, err
 	}
 	// The runtime exists before the host so that no leadership notification is missed.
@@ -112,16 +112,11 @@ func Start(cfg config.Config, opts Options) (n *Node, err error) {
 	}, opts.Kinds...); err != nil {
 		return nil, err
 	}
-	single := cfg.BootstrapExpect == 1 && len(cfg.Join) == 0
-	var bootstrap []raft.Server
-	if single {
-		bootstrap = []raft.Server{{ID: raft.ServerID(n.serverID), Address: cluster.RaftAddress(cfg.RaftAddr, n.serverID)}}
-	}
 	if host, err = cluster.NewHost(cluster.HostConfig{
-		ServerID: n.serverID, RaftAddr: cfg.RaftAddr, Partitions: cfg.Partitions,
+		ServerID: n.serverID, RaftAddr: cfg.RaftAddr, AdvertiseHost: cfg.AdvertiseAddr, Partitions: cfg.Partitions,
 		SnapshotDir: filepath.Join(cfg.DataDir, "snapshots"), Store: n.store,
 		HeartbeatTimeout: cfg.RaftHeartbeatTimeout, ElectionTimeout: cfg.RaftElectionTimeout,
-		SnapshotThreshold: cfg.SnapshotThreshold, Bootstrap: bootstrap,
+		SnapshotThreshold: cfg.SnapshotThreshold, BootstrapSelf: cfg.BootstrapExpect == 1 && len(cfg.Join) == 0,
 		OnLeadership: n.runtime.SetLeader, Logger: logger, LogLevel: cfg.SlogLevel(),
 	}); err != nil {
 		return nil, err
@@ -129,9 +124,9 @@ func Start(cfg config.Config, opts Options) (n *Node, err error) {
 	n.host = host
 
 	if n.membership, err = cluster.StartMembership(cluster.MembershipConfig{
-		GossipAddr: cfg.GossipAddr, Logger: logger,
+		GossipAddr: cfg.GossipAddr, AdvertiseIP: cfg.AdvertiseAddr, Logger: logger,
 		Meta: cluster.NodeMeta{ID: cfg.NodeID, ServerID: n.serverID, Raft: host.Addr(),
-			Remote: n.system.ProcessRegistry.Address, HTTP: n.ln.Addr().String(), Partitions: cfg.Partitions,
+			Remote: n.system.ProcessRegistry.Address, HTTP: cfg.Advertised(n.ln.Addr().String()), Partitions: cfg.Partitions,
 			Bootstrapped: host.HasState()},
 	}); err != nil {
 		return nil, err
@@ -169,7 +164,9 @@ func Start(cfg config.Config, opts Options) (n *Node, err error) {
 }
 
 // startRemote starts protoactor remoting on addr (protoactor panics on a listen failure).
-func startRemote(system *actor.ActorSystem, addr string) (r *remote.Remote, err error) {
+// startRemote starts actor remoting on addr; advertise, when set, replaces its host in the
+// address other nodes send to (Validate makes sure the port is fixed then).
+func startRemote(system *actor.ActorSystem, addr, advertise string) (r *remote.Remote, err error) {
 	host, portStr, err := net.SplitHostPort(addr)
 	if err != nil {
 		return nil, fmt.Errorf("remote address: %w", err)
@@ -183,7 +180,11 @@ func startRemote(system *actor.ActorSystem, addr string) (r *remote.Remote, err 
 			r, err = nil, fmt.Errorf("start remote on %s: %v", addr, p)
 		}
 	}()
-	r = remote.NewRemote(system, remote.Configure(host, port))
+	var opts []remote.ConfigOption
+	if advertise != "" {
+		opts = append(opts, remote.WithAdvertisedHost(net.JoinHostPort(advertise, portStr)))
+	}
+	r = remote.NewRemote(system, remote.Configure(host, port, opts...))
 	r.Start()
 	return r, nil
 }

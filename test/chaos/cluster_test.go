@@ -45,7 +45,11 @@ type cluster struct {
 	notes []porcupine.Annotation
 }
 
-func startCluster(t *testing.T) *cluster {
+func startCluster(t *testing.T) *cluster { return startClusterBinding(t, false) }
+
+// startClusterBinding is startCluster with the listeners binding every interface and each node
+// advertising its own IP (--advertise-addr) when bindAll is set.
+func startClusterBinding(t *testing.T, bindAll bool) *cluster {
 	t.Helper()
 	c := &cluster{t: t, dir: outDir(t), hc: &http.Client{Timeout: 2 * time.Second}, start: time.Now()}
 	var gids []uint32
@@ -57,7 +61,7 @@ func startCluster(t *testing.T) *cluster {
 	begin := time.Now()
 	c.nodes = proc.StartCluster(t, proc.ClusterConfig{
 		Bin: proc.Build(t, "./cmd/shardkeeper"), Command: []string{"serve"}, N: len(nodeIPs),
-		IPs: nodeIPs, GIDs: gids, Flags: nodeFlags, LogDir: c.dir,
+		IPs: nodeIPs, GIDs: gids, Flags: nodeFlags, LogDir: c.dir, BindAll: bindAll,
 	})
 	for _, n := range c.nodes {
 		n.WaitReady(60 * time.Second)
@@ -93,8 +97,9 @@ type partitionView struct {
 type clusterView struct {
 	NodeID  string `json:"node_id"`
 	Members []struct {
-		NodeID string `json:"node_id"`
-		State  string `json:"state"`
+		NodeID   string `json:"node_id"`
+		State    string `json:"state"`
+		HTTPAddr string `json:"http_addr"`
 	} `json:"members"`
 	Partitions []partitionView `json:"partitions"`
 }

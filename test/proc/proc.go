@@ -148,6 +148,9 @@ type Config struct {
 	// GID, when non-zero, runs the process with this group id (its uid unchanged; needs root).
 	// Firewall rules can then tell the node's own sockets apart (nftables meta skgid).
 	GID uint32
+	// BindAll makes the four listeners bind every interface (0.0.0.0) on the picked ports,
+	// with --advertise-addr IP; the Node's addresses stay IP:port, the addresses to dial.
+	BindAll bool
 	// LogDir is where the node's log file goes; default a new t.TempDir() (removed with the
 	// test). Give a directory that outlives the test to keep the logs.
 	LogDir string
@@ -202,9 +205,19 @@ func Start(t testing.TB, cfg Config) *Node {
 	}
 	n := &Node{t: t, Config: cfg, LogPath: filepath.Join(cfg.LogDir, cfg.NodeID+".log"),
 		HTTPAddr: pick(), RaftAddr: pick(), GossipAddr: cfg.GossipAddr, RemoteAddr: pick()}
+	listen := func(addr string) string {
+		if !cfg.BindAll {
+			return addr
+		}
+		_, port, _ := net.SplitHostPort(addr)
+		return net.JoinHostPort("0.0.0.0", port)
+	}
 	n.args = append(append([]string(nil), cfg.Command...),
-		"--node-id", cfg.NodeID, "--data-dir", cfg.DataDir, "--http-addr", n.HTTPAddr,
-		"--raft-addr", n.RaftAddr, "--gossip-addr", n.GossipAddr, "--remote-addr", n.RemoteAddr)
+		"--node-id", cfg.NodeID, "--data-dir", cfg.DataDir, "--http-addr", listen(n.HTTPAddr),
+		"--raft-addr", listen(n.RaftAddr), "--gossip-addr", listen(n.GossipAddr), "--remote-addr", listen(n.RemoteAddr))
+	if cfg.BindAll {
+		n.args = append(n.args, "--advertise-addr", cfg.IP)
+	}
 	n.args = append(n.args, cfg.Flags...)
 	// Registered after the temp dirs above, so it runs before they are removed.
 	t.Cleanup(func() {
@@ -447,6 +460,8 @@ type ClusterConfig struct {
 	// Flags are given to every node, after --bootstrap-expect N and --join (the gossip
 	// addresses of all the other nodes).
 	Flags []string
+	// BindAll as in Config, for every node.
+	BindAll bool
 	// LogDir as in Config.
 	LogDir string
 }
@@ -462,7 +477,7 @@ func StartCluster(t testing.TB, c ClusterConfig) []*Node {
 	cfgs := make([]Config, c.N)
 	gossip := make([]string, c.N)
 	for i := range cfgs {
-		cfgs[i] = Config{Bin: c.Bin, Command: c.Command, NodeID: fmt.Sprintf("n%d", i+1), IP: "127.0.0.1", LogDir: c.LogDir}
+		cfgs[i] = Config{Bin: c.Bin, Command: c.Command, NodeID: fmt.Sprintf("n%d", i+1), IP: "127.0.0.1", LogDir: c.LogDir, BindAll: c.BindAll}
 		if i < len(c.IPs) {
 			cfgs[i].IP = c.IPs[i]
 		}
