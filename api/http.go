@@ -89,6 +89,13 @@ type Caller interface {
 	Call(ctx context.Context, kind, id string, req actors.Request) ([]byte, error)
 }
 
+// LocalCaller is a Caller that can also tell whether an actor runs on this node (its
+// partition is led here), so that work free to pick its actor can avoid a network hop.
+type LocalCaller interface {
+	Caller
+	Local(kind, id string) bool
+}
+
 // CallJSON marshals in as the request body, calls the actor with the request deadline and
 // unmarshals the reply into out (when out is non-nil).
 func CallJSON(ctx context.Context, c Caller, timeout time.Duration, kind, id, method string, in, out any) error {

@@ -36,7 +36,7 @@ func (s *Server) issueNonce(w http.ResponseWriter, r *http.Request) {
 		WriteError(w, err)
 		return
 	}
-	out, err := CallRaw(r.Context(), s.Caller, s.Config.RequestTimeout, oracle.KindName, oracle.RandomShard(),
+	out, err := CallRaw(r.Context(), s.Caller, s.Config.RequestTimeout, oracle.KindName, s.issueShard(),
 		oracle.MethodIssue, oracle.IssueRequest{OrgID: body.OrgID})
 	if err != nil {
 		WriteError(w, err)
@@ -88,6 +88,22 @@ func (s *Server) getNonce(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	WriteRawJSON(w, http.StatusOK, out) // oracle.Info
+}
+
+// localShardTries bounds the random shards issueShard tries for one led here: with this node
+// leading a third of the partitions, 8 tries find one 96% of the time.
+const localShardTries = 8
+
+// issueShard picks the shard of a new nonce: at random, preferring a shard whose partition is
+// led by this node so that the issue needs no forwarding (any shard will do: the nonce names
+// it). Behind a load balancer the nonces still spread over every partition.
+func (s *Server) issueShard() string {
+	lc, ok := s.Caller.(LocalCaller)
+	shard := oracle.RandomShard()
+	for i := 1; ok && i < localShardTries && !lc.Local(oracle.KindName, shard); i++ {
+		shard = oracle.RandomShard()
+	}
+	return shard
 }
 
 // nonceShard returns the shard of an oracle nonce, or false when the string cannot be a nonce

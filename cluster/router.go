@@ -58,6 +58,12 @@ func (r *Router) Stop() { _ = r.cfg.System.Root.StopFuture(r.pid).Wait() }
 const leaderRetryDelay = 20 * time.Millisecond
 
 // Call runs req on actor (kind, id) wherever its partition is led. It satisfies api.Caller.
+// Local reports whether the actor (kind, id) would run on this node, without a network hop:
+// this node leads its partition.
+func (r *Router) Local(kind, id string) bool {
+	return r.cfg.Host.IsLeader(actors.PartitionOf(kind, id, r.cfg.Host.Partitions()))
+}
+
 func (r *Router) Call(ctx context.Context, kind, id string, req actors.Request) ([]byte, error) {
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
