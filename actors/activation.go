@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime/debug"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -18,8 +19,11 @@ import (
 // messages at once) and into the pending batch together with the message's reply, which is
 // held. At most one batch is in flight in Raft; the pending batch is proposed when the
 // previous one has committed and the mailbox is empty, so under load many messages share one
-// batch, and the partition's proposer merges the batches of many actors into one Raft command. When a command commits its held replies are released; when it fails, every
-// held reply fails, the overlay and the Handler are discarded and the activation retires.
+// batch, and the partition's proposer merges the batches of many actors into one Raft
+// command. When a command commits, its held replies are released at once by the commit
+// callback, and the activation takes up the outcome at its next message (or at commitDone,
+// whichever comes first); when it fails, every held reply fails, the overlay and the Handler
+// are discarded and the activation retires.
 type activation struct {
 	rt      *Runtime
 	part    *partition
@@ -55,11 +59,44 @@ type batch struct {
 	ops      []persistence.Op
 	seqs     []uint64
 	pos      map[string]int
-	held     []func(error)
 	messages int
 	time     int64
 	alarmDue int64 // earliest alarm index entry written, 0 if none
 	proposed time.Time
+
+	// held are the replies waiting for this batch's commit. Once the batch is proposed, the
+	// commit callback (on the proposer's goroutine) releases them at once, while the
+	// activation may still add replies of read-only messages: from then on mu guards them.
+	mu       sync.Mutex
+	held     []func(error)
+	released bool
+	// finished is set, after err, when the commit outcome is known, so the activation takes
+	// it up at its next message instead of after everything queued before commitDone.
+	finished atomic.Bool
+	err      error
+}
+
+// hold adds a reply that must wait for b's commit. It reports false when b has already
+// committed and released its replies: the reply may go at once.
+func (b *batch) hold(reply func(error)) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.released {
+		return false
+	}
+	b.held = append(b.held, reply)
+	return true
+}
+
+// release answers every held reply with err; only the first call answers anything.
+func (b *batch) release(err error) {
+	b.mu.Lock()
+	held := b.held
+	b.held, b.released = nil, true
+	b.mu.Unlock()
+	for _, r := range held {
+		r(err)
+	}
 }
 
 // envelope carries a request and the callback that receives its reply.
@@ -92,10 +129,12 @@ func (a *activation) Receive(c actor.Context) {
 		c.SetReceiveTimeout(a.rt.opts.IdleTimeout)
 	case *envelope:
 		a.dequeued()
+		a.takeCommit(c)
 		a.handleRequest(m)
 		a.maybePropose(c)
 	case *alarmFire:
 		a.dequeued()
+		a.takeCommit(c)
 		a.handleAlarm(m)
 		a.maybePropose(c)
 	case *commitDone:
@@ -201,9 +240,10 @@ func (a *activation) stage(ctx *Context, reply func(error)) {
 		b.time = max(b.time, ctx.now)
 		b.held = append(b.held, reply)
 	case a.pending != nil:
-		a.pending.held = append(a.pending.held, reply)
+		a.pending.held = append(a.pending.held, reply) // not proposed yet: no other goroutine sees it
+	case a.inflight != nil && a.inflight.hold(reply):
 	case a.inflight != nil:
-		a.inflight.held = append(a.inflight.held, reply)
+		reply(nil) // the writes it read have committed
 	default:
 		a.part.reads.wait(reply)
 	}
@@ -222,7 +262,22 @@ func (a *activation) maybePropose(c actor.Context) {
 	a.pending, a.inflight = nil, b
 	b.proposed = time.Now()
 	self, root := c.Self(), a.rt.system.Root
-	a.part.proposer.submit(b, a.epoch, func(err error) { root.Send(self, &commitDone{b: b, err: err}) })
+	a.part.proposer.submit(b, a.epoch, func(err error) {
+		b.err = err
+		b.finished.Store(true)
+		if err == nil {
+			b.release(nil)
+		}
+		root.Send(self, &commitDone{b: b, err: err})
+	})
+}
+
+// takeCommit handles the in-flight batch's commit outcome if it is already known (see
+// batch.finished); its commitDone, arriving later, is then ignored.
+func (a *activation) takeCommit(c actor.Context) {
+	if b := a.inflight; b != nil && b.finished.Load() {
+		a.committed(c, &commitDone{b: b, err: b.err})
+	}
 }
 
 func (a *activation) committed(c actor.Context, m *commitDone) {
@@ -241,9 +296,7 @@ func (a *activation) committed(c actor.Context, m *commitDone) {
 			delete(a.overlay, string(op.Key))
 		}
 	}
-	for _, r := range b.held {
-		r(nil)
-	}
+	b.release(nil) // normally done already by the commit callback
 	if b.alarmDue != 0 {
 		a.part.alarmSet(b.alarmDue)
 	}
@@ -256,9 +309,7 @@ func (a *activation) committed(c actor.Context, m *commitDone) {
 func (a *activation) fail(c actor.Context, err error) {
 	for _, b := range []*batch{a.inflight, a.pending} {
 		if b != nil {
-			for _, r := range b.held {
-				r(err)
-			}
+			b.release(err)
 		}
 	}
 	a.inflight, a.pending, a.overlay = nil, nil, map[string]*overlayEntry{}
