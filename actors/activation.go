@@ -159,10 +159,10 @@ func (a *activation) dequeued() {
 // usable reports why the activation may not run a message, or nil.
 func (a *activation) usable() error {
 	if a.retired {
-		return Unavailable("actor %s/%s is restarting after a failed commit", a.kind.Name, a.id)
+		return NotApplied("actor %s/%s is restarting after a failed commit", a.kind.Name, a.id)
 	}
 	if a.part.currentEpoch() != a.epoch {
-		return Unavailable("partition %d is no longer led by this node", a.part.id)
+		return NotApplied("partition %d is no longer led by this node", a.part.id)
 	}
 	return nil
 }
@@ -285,7 +285,11 @@ func (a *activation) committed(c actor.Context, m *commitDone) {
 		return // the activation already failed this batch when it retired
 	}
 	if m.err != nil {
-		a.fail(c, Unavailable("commit failed: %v", m.err))
+		err := Unavailable("commit failed: %v", m.err)
+		if errors.Is(m.err, ErrNotApplied) { // fenced before it was proposed
+			err = notApplied(err)
+		}
+		a.fail(c, err)
 		return
 	}
 	a.inflight = nil
@@ -303,14 +307,16 @@ func (a *activation) committed(c actor.Context, m *commitDone) {
 	a.maybePropose(c)
 }
 
-// fail fails every held reply, drops all uncommitted state and retires the activation: it
+// fail fails every held reply — those of the pending batch, never proposed, as not applied —
+// drops all uncommitted state and retires the activation: it
 // leaves the registry (the next message creates a fresh one that reads committed state) and
 // answers anything still queued with err.
 func (a *activation) fail(c actor.Context, err error) {
-	for _, b := range []*batch{a.inflight, a.pending} {
-		if b != nil {
-			b.release(err)
-		}
+	if a.inflight != nil {
+		a.inflight.release(err)
+	}
+	if a.pending != nil {
+		a.pending.release(notApplied(err))
 	}
 	a.inflight, a.pending, a.overlay = nil, nil, map[string]*overlayEntry{}
 	if a.retired {

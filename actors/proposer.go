@@ -57,7 +57,7 @@ func (pr *proposer) takeLocked() []submission {
 	fresh := pr.queue[:0]
 	for _, s := range pr.queue {
 		if s.epoch != epoch {
-			s.done(Unavailable("partition %d changed leadership before the commit was proposed", pr.part.id))
+			s.done(NotApplied("partition %d changed leadership before the commit was proposed", pr.part.id))
 			continue
 		}
 		fresh = append(fresh, s)

@@ -42,7 +42,7 @@ func (g *readGate) verify() {
 		g.mu.Unlock()
 		var err error
 		if verr := g.part.rt.repl.VerifyLeader(g.part.id).Error(); verr != nil {
-			err = Unavailable("partition %d: this node could not confirm it still leads: %v", g.part.id, verr)
+			err = NotApplied("partition %d: this node could not confirm it still leads: %v", g.part.id, verr)
 		}
 		for _, done := range group {
 			done(err)

@@ -153,7 +153,7 @@ func (r *Runtime) Call(ctx context.Context, kind, id string, req Request) ([]byt
 		select {
 		case <-wait:
 		case <-timer.C:
-			return nil, Unavailable("partition %d has no leader on this node", part.id)
+			return nil, NotApplied("partition %d has no leader on this node", part.id)
 		case <-ctx.Done():
 			return nil, fmt.Errorf("%w: %v", ErrUnavailable, ctx.Err())
 		}

@@ -214,24 +214,26 @@ func TestOutputGateAndFailedCommit(t *testing.T) {
 		v   string
 		err error
 	}
-	results := make(chan res, 2)
-	incr := func() {
+	second, third := make(chan res, 1), make(chan res, 1)
+	incr := func(results chan<- res) {
 		b, err := e.rt.Call(context.Background(), "counter", "x", actors.Request{Method: "incr"})
 		results <- res{string(b), err}
 	}
-	go incr()
+	go incr(second)
 	<-g.proposed
 	<-handled
-	go incr()
+	go incr(third)
 	// The third message's writes form the next batch, proposed only after the second commits;
 	// fail the second.
 	<-handled
 	g.release <- errInjected
-	for range 2 {
-		r := <-results
-		if !errors.Is(r.err, actors.ErrUnavailable) {
-			t.Fatalf("held reply after failed commit: %q, %v; want ErrUnavailable", r.v, r.err)
-		}
+	// The second's outcome is unknown (its entry was proposed); the third's batch was never
+	// proposed, so it certainly had no effect and may be sent again.
+	if r := <-second; !errors.Is(r.err, actors.ErrUnavailable) || errors.Is(r.err, actors.ErrNotApplied) {
+		t.Fatalf("reply of the failed commit: %q, %v; want ErrUnavailable, not ErrNotApplied", r.v, r.err)
+	}
+	if r := <-third; !errors.Is(r.err, actors.ErrNotApplied) || !errors.Is(r.err, actors.ErrUnavailable) {
+		t.Fatalf("reply of the batch behind it: %q, %v; want ErrUnavailable and ErrNotApplied", r.v, r.err)
 	}
 	// The failed writes are gone: the next increment reads committed state (1).
 	go func() { done <- call(t, e.rt, "counter", "x", "incr", nil) }()
@@ -323,8 +325,8 @@ func TestLeadershipLoss(t *testing.T) {
 	}()
 	<-g.proposed
 	e.rt.SetLeader(p, false)
-	if err := <-errc; !errors.Is(err, actors.ErrUnavailable) {
-		t.Fatalf("held reply after leadership loss: %v", err)
+	if err := <-errc; !errors.Is(err, actors.ErrUnavailable) || errors.Is(err, actors.ErrNotApplied) {
+		t.Fatalf("held reply after leadership loss: %v, want ErrUnavailable with an unknown outcome", err)
 	}
 	go func() { g.release <- errInjected }() // raft fails the entry too
 	if _, err := e.rt.Call(context.Background(), "counter", "l", actors.Request{Method: "get"}); !errors.Is(err, actors.ErrUnavailable) {

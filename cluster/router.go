@@ -57,13 +57,15 @@ func (r *Router) Stop() { _ = r.cfg.System.Root.StopFuture(r.pid).Wait() }
 // leaderRetryDelay paces attempts while a partition has no known leader.
 const leaderRetryDelay = 20 * time.Millisecond
 
-// Call runs req on actor (kind, id) wherever its partition is led. It satisfies api.Caller.
 // Local reports whether the actor (kind, id) would run on this node, without a network hop:
 // this node leads its partition.
 func (r *Router) Local(kind, id string) bool {
 	return r.cfg.Host.IsLeader(actors.PartitionOf(kind, id, r.cfg.Host.Partitions()))
 }
 
+// Call runs req on actor (kind, id) wherever its partition is led. It satisfies api.Caller.
+// A request refused without effect (actors.ErrNotApplied: leadership moved before it ran) is
+// sent again, to the new leader, until the deadline; one whose outcome is unknown never is.
 func (r *Router) Call(ctx context.Context, kind, id string, req actors.Request) ([]byte, error) {
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
@@ -80,7 +82,11 @@ func (r *Router) Call(ctx context.Context, kind, id string, req actors.Request) 
 			leader = hint
 		}
 		if leader == self {
-			return r.cfg.Runtime.Call(ctx, kind, id, req)
+			reply, err := r.cfg.Runtime.Call(ctx, kind, id, req)
+			if !errors.Is(err, actors.ErrNotApplied) || pause(ctx) != nil {
+				return reply, err
+			}
+			continue // leadership moved (or the activation restarted) before it ran: send again
 		}
 		target, ok := r.member(leader)
 		if !ok {
@@ -206,6 +212,9 @@ func (r *Router) serve(msg *routepb.Forward) *routepb.ForwardReply {
 	case errors.As(err, &outcome):
 		return &routepb.ForwardReply{Status: routepb.Status_DOMAIN_ERROR, Code: outcome.Code,
 			Message: outcome.Message, RetryAfterMs: outcome.RetryAfter.Milliseconds()}
+	case errors.Is(err, actors.ErrNotApplied):
+		// Nothing happened: the caller may send it to the new leader, as for NOT_LEADER.
+		return &routepb.ForwardReply{Status: routepb.Status_NOT_LEADER, LeaderHint: h.Leader(p)}
 	case errors.Is(err, actors.ErrUnavailable):
 		return &routepb.ForwardReply{Status: routepb.Status_UNAVAILABLE, Message: err.Error()}
 	default:
