@@ -15,6 +15,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
+	"github.com/shardkeeper/shardkeeper/actors"
 	"github.com/shardkeeper/shardkeeper/persistence"
 )
 
@@ -169,12 +170,23 @@ type applyFuture struct{ f raft.ApplyFuture }
 
 func (a applyFuture) Error() error {
 	if err := a.f.Error(); err != nil {
-		return err
+		return classifyApplyError(err)
 	}
 	if err, ok := a.f.Response().(error); ok {
 		return err
 	}
 	return nil
+}
+
+// classifyApplyError marks the raft.Apply errors after which the entry was certainly not
+// appended — raft refuses it while not leader or while a leadership transfer is in progress —
+// as actors.ErrNotApplied, so the router may send the request to the new leader. Any other
+// error (leadership lost with the entry in flight, shutdown) leaves the outcome unknown.
+func classifyApplyError(err error) error {
+	if errors.Is(err, raft.ErrNotLeader) || errors.Is(err, raft.ErrLeadershipTransferInProgress) {
+		return fmt.Errorf("%w: %w", actors.ErrNotApplied, err)
+	}
+	return err
 }
 
 // Propose appends an encoded command to partition p's log (see actors.Replicator).

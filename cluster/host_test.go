@@ -1,12 +1,15 @@
 package cluster
 
 import (
+	"errors"
 	"io"
 	"log/slog"
 	"net"
 	"testing"
 	"time"
 
+	"github.com/hashicorp/raft"
+	"github.com/shardkeeper/shardkeeper/actors"
 	"github.com/shardkeeper/shardkeeper/persistence"
 )
 
@@ -41,6 +44,26 @@ func TestHostAdvertisesAddress(t *testing.T) {
 		servers := f.Configuration().Servers
 		if len(servers) != 1 || servers[0].Address != RaftAddress(h.Addr(), "n1@abc") {
 			t.Fatalf("partition %d bootstrapped with %+v, want only %s", g.p, servers, RaftAddress(h.Addr(), "n1@abc"))
+		}
+	}
+}
+
+// Apply errors after which raft certainly did not append the entry are not-applied (the
+// router may resend); the others leave the outcome unknown.
+func TestClassifyApplyError(t *testing.T) {
+	for _, tt := range []struct {
+		err        error
+		notApplied bool
+	}{
+		{raft.ErrNotLeader, true},
+		{raft.ErrLeadershipTransferInProgress, true},
+		{raft.ErrLeadershipLost, false},
+		{raft.ErrRaftShutdown, false},
+		{raft.ErrEnqueueTimeout, false},
+	} {
+		got := classifyApplyError(tt.err)
+		if errors.Is(got, actors.ErrNotApplied) != tt.notApplied || !errors.Is(got, tt.err) {
+			t.Errorf("classifyApplyError(%v) = %v; not applied: want %v", tt.err, got, tt.notApplied)
 		}
 	}
 }
