@@ -241,9 +241,10 @@ func (a *activation) stage(ctx *Context, reply func(error)) {
 		b.held = append(b.held, reply)
 	case a.pending != nil:
 		a.pending.held = append(a.pending.held, reply) // not proposed yet: no other goroutine sees it
-	case a.inflight != nil && a.inflight.hold(reply):
 	case a.inflight != nil:
-		reply(nil) // the writes it read have committed
+		if !a.inflight.hold(reply) {
+			reply(nil) // the writes it read have committed
+		}
 	default:
 		a.part.reads.wait(reply)
 	}
