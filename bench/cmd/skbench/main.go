@@ -26,7 +26,13 @@
 //
 //	go run ./bench/cmd/skbench [--duration 5s] [--warmup 1s] [--clients 1,16,64,256]
 //	    [--workloads oracle,device,heartbeat] [--skip-redis] [--out bench/results/latest.json]
-//	    [--nodes 1|3] [--skip-etcd]
+//	    [--nodes 1|3] [--skip-etcd] [--skip-floor]
+//
+// On one node it also calibrates the machine: the nonce workload on bench/cmd/skfloor, the
+// least an HTTP service can do per request (net/http, shardkeeper's JSON decoding, one
+// fsynced Pebble write; and again with nothing stored). The comparison then shows how far
+// Redis is out of reach on these cores for any such service, and how much of the rest of the
+// gap is shardkeeper's own (Raft, actors, expiry).
 package main
 
 import (
@@ -57,6 +63,7 @@ type options struct {
 	clients          []int
 	workloads        []string
 	skipRedis        bool
+	skipFloor        bool
 	skipEtcd         bool
 	nodes            int
 	out              string
@@ -98,6 +105,7 @@ func parseFlags(args []string) (options, error) {
 	clients := fs.String("clients", "1,16,64,256", "comma-separated concurrent client counts")
 	workloads := fs.String("workloads", "oracle,device,heartbeat", "comma-separated workloads: oracle, device, heartbeat")
 	fs.BoolVar(&o.skipRedis, "skip-redis", false, "do not run (or install) Redis")
+	fs.BoolVar(&o.skipFloor, "skip-floor", false, "do not run the calibration server (bench/cmd/skfloor) on the nonce workload")
 	fs.IntVar(&o.nodes, "nodes", 1, "shardkeeper nodes: 1 (compared with Redis) or 3 (a cluster, compared with a 3-member etcd)")
 	fs.BoolVar(&o.skipEtcd, "skip-etcd", false, "with --nodes 3: do not run (or install) etcd")
 	fs.StringVar(&o.out, "out", filepath.Join("bench", "results", "latest.json"), "JSON results file")
@@ -178,6 +186,11 @@ func run(ctx context.Context, o options) error {
 			logf("--skip-redis: no Redis comparison")
 		default:
 			if err := runRedis(ctx, o, tmp, &rows); err != nil {
+				return err
+			}
+		}
+		if o.nodes == 1 && !o.skipFloor {
+			if err := runFloor(ctx, o, tmp, &rows); err != nil {
 				return err
 			}
 		}

@@ -71,6 +71,51 @@ func TestResultsFileAndComparison(t *testing.T) {
 			t.Errorf("output lacks %q:\n%s", s, out.String())
 		}
 	}
+	if strings.Contains(out.String(), "floor") {
+		t.Errorf("floor mentioned though not measured:\n%s", out.String())
+	}
+}
+
+// TestComparisonWithFloor checks the calibration columns: each system relative to Redis,
+// shardkeeper relative to the durable floor, and a client count the floor lacks shown as "-".
+func TestComparisonWithFloor(t *testing.T) {
+	oracle := "oracle_issue_consume"
+	res := func(clients int, ops float64) load.Result { return load.Result{Clients: clients, OpsPerSec: ops} }
+	rows := []row{
+		newRow(oracle, sysShardkeeper, res(64, 3000)),
+		newRow(oracle, sysShardkeeper, res(256, 3500)),
+		newRow(oracle, sysRedis, res(64, 12000)),
+		newRow(oracle, sysRedis, res(256, 14000)),
+		newRow(oracle, sysFloor, res(64, 6000)),
+		newRow(oracle, sysFloorNoFsync, res(64, 9600)),
+		newRow("device_challenge_verify", sysShardkeeper, res(64, 2500)),
+	}
+	var out bytes.Buffer
+	printComparison(&out, rows)
+	printGoals(&out, rows)
+	lines := strings.Split(out.String(), "\n")
+	var row64, row256 string
+	for _, l := range lines {
+		switch f := strings.Fields(l); {
+		case len(f) > 0 && f[0] == "64":
+			row64 = l
+		case len(f) > 0 && f[0] == "256":
+			row256 = l
+		}
+	}
+	// shardkeeper/redis 0.25, floor/redis 0.50, floor-nofsync/redis 0.80, shardkeeper/floor 0.50.
+	if f := strings.Fields(row64); len(f) < 4 || !slices.Equal(f[len(f)-4:], []string{"0.25×", "0.50×", "0.80×", "0.50×"}) {
+		t.Errorf("64-client row %q", row64)
+	}
+	if f := strings.Fields(row256); len(f) < 4 || !slices.Equal(f[len(f)-4:], []string{"0.25×", "-", "-", "-"}) {
+		t.Errorf("256-client row %q", row256)
+	}
+	for _, s := range []string{"floor (HTTP + one fsynced write per request, nothing else) reaches 0.50× Redis; shardkeeper reaches 0.50× the floor",
+		"floor storing nothing answers 9600 request pairs/s"} {
+		if !strings.Contains(out.String(), s) {
+			t.Errorf("output lacks %q:\n%s", s, out.String())
+		}
+	}
 }
 
 func TestParseFlagsNodes(t *testing.T) {

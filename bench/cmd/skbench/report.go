@@ -35,6 +35,8 @@ const (
 	sysShardkeeper = "shardkeeper"
 	sysRedis       = "redis"
 
+	sysFloor        = "floor"         // the calibration server, every write fsynced
+	sysFloorNoFsync = "floor-nofsync" // the calibration server storing nothing
 	sysShardkeeper3 = "shardkeeper-3" // the 3-node cluster (--nodes 3)
 	sysEtcd         = "etcd"          // a 3-member etcd cluster
 )
@@ -76,61 +78,105 @@ func printTable(w io.Writer, rows []row) {
 	}
 }
 
-// printComparison prints the oracle workload of both systems side by side, with the
-// shardkeeper/Redis throughput ratio, at each client count measured on both.
+// printComparison prints the oracle workload side by side at each client count shardkeeper
+// was measured at: shardkeeper, Redis and the calibration floors, with each one's throughput
+// relative to Redis, and shardkeeper's relative to the durable floor. A system not measured
+// is left out; with neither Redis nor a floor there is nothing to compare.
 func printComparison(w io.Writer, rows []row) {
-	find := func(system string, clients int) (row, bool) {
-		for _, r := range rows {
-			if r.Workload == workload.Names[workload.Oracle] && r.System == system && r.Clients == clients {
-				return r, true
-			}
-		}
-		return row{}, false
-	}
-	if !slices.ContainsFunc(rows, func(r row) bool { return r.System == sysRedis }) {
+	systems := []string{sysRedis, sysFloor, sysFloorNoFsync}
+	systems = slices.DeleteFunc(systems, func(sys string) bool {
+		return !slices.ContainsFunc(rows, func(r row) bool { return r.System == sys })
+	})
+	if len(systems) == 0 {
 		return
 	}
+	ratio := func(a, b row, ok bool) string {
+		if !ok || b.OpsPerS <= 0 {
+			return "-"
+		}
+		return fmt.Sprintf("%.2f×", a.OpsPerS/b.OpsPerS)
+	}
 	fmt.Fprintln(w, "\nnonce oracle, one op = issue + consume: shardkeeper vs Redis (appendonly, appendfsync always)")
+	if len(systems) > 1 || systems[0] != sysRedis {
+		fmt.Fprintln(w, "and vs the floor (bench/cmd/skfloor: net/http + one fsynced Pebble write per request, nothing else; nofsync: nothing stored)")
+	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "clients\tshardkeeper ops/s\tp50 ms\tp99 ms\tredis ops/s\tp50 ms\tp99 ms\tshardkeeper/redis\t")
+	header := "clients\tshardkeeper ops/s\tp50 ms\tp99 ms\t"
+	for _, sys := range systems {
+		header += sys + " ops/s\t"
+		if sys == sysRedis {
+			header += "p50 ms\tp99 ms\t"
+		}
+	}
+	header += "shardkeeper/redis\t"
+	for _, sys := range systems[1:] {
+		header += sys + "/redis\t"
+	}
+	if slices.Contains(systems, sysFloor) {
+		header += "shardkeeper/floor\t"
+	}
+	fmt.Fprintln(tw, header)
 	for _, sk := range rows {
 		if sk.Workload != workload.Names[workload.Oracle] || sk.System != sysShardkeeper {
 			continue
 		}
-		rd, ok := find(sysRedis, sk.Clients)
-		if !ok {
-			continue
+		line := fmt.Sprintf("%d\t%.0f\t%.2f\t%.2f\t", sk.Clients, sk.OpsPerS, sk.P50ms, sk.P99ms)
+		rd, rdOK := findRow(rows, sysRedis, sk.Clients)
+		for _, sys := range systems {
+			r, ok := findRow(rows, sys, sk.Clients)
+			switch {
+			case !ok && sys == sysRedis:
+				line += "-\t-\t-\t"
+			case !ok:
+				line += "-\t"
+			case sys == sysRedis:
+				line += fmt.Sprintf("%.0f\t%.2f\t%.2f\t", r.OpsPerS, r.P50ms, r.P99ms)
+			default:
+				line += fmt.Sprintf("%.0f\t", r.OpsPerS)
+			}
 		}
-		ratio := math.NaN()
-		if rd.OpsPerS > 0 {
-			ratio = sk.OpsPerS / rd.OpsPerS
+		line += ratio(sk, rd, rdOK) + "\t"
+		for _, sys := range systems[1:] {
+			r, ok := findRow(rows, sys, sk.Clients)
+			line += ratio(r, rd, ok && rdOK) + "\t"
 		}
-		fmt.Fprintf(tw, "%d\t%.0f\t%.2f\t%.2f\t%.0f\t%.2f\t%.2f\t%.2f×\t\n", sk.Clients, sk.OpsPerS, sk.P50ms, sk.P99ms, rd.OpsPerS, rd.P50ms, rd.P99ms, ratio)
+		if slices.Contains(systems, sysFloor) {
+			fl, ok := findRow(rows, sysFloor, sk.Clients)
+			line += ratio(sk, fl, ok) + "\t"
+		}
+		fmt.Fprintln(tw, line)
 	}
 	_ = tw.Flush()
 }
 
-// printGoals compares the measurements with the issue's goals, when measured.
+// printGoals compares the measurements with the issue's goals, when measured, and with what
+// the floor shows this machine allows.
 func printGoals(w io.Writer, rows []row) {
-	var sk64, rd64, bestDevice row
+	var bestDevice row
 	for _, r := range rows {
-		switch {
-		case r.Workload == workload.Names[workload.Oracle] && r.Clients == 64 && r.System == sysShardkeeper:
-			sk64 = r
-		case r.Workload == workload.Names[workload.Oracle] && r.Clients == 64 && r.System == sysRedis:
-			rd64 = r
-		case r.Workload == workload.Names[workload.Device] && r.OpsPerS > bestDevice.OpsPerS:
+		if r.Workload == workload.Names[workload.Device] && r.OpsPerS > bestDevice.OpsPerS {
 			bestDevice = r
 		}
 	}
+	sk64, skOK := findRow(rows, sysShardkeeper, 64)
+	rd64, rdOK := findRow(rows, sysRedis, 64)
+	fl64, flOK := findRow(rows, sysFloor, 64)
+	nf64, nfOK := findRow(rows, sysFloorNoFsync, 64)
 	verdict := map[bool]string{true: "met", false: "NOT met"}
-	if sk64.Clients != 0 && rd64.Clients != 0 && rd64.OpsPerS > 0 {
+	if skOK && rdOK && rd64.OpsPerS > 0 {
 		ratio := sk64.OpsPerS / rd64.OpsPerS
 		fmt.Fprintf(w, "\ngoal: oracle issue+consume at 64 clients ≥ 0.5× Redis: %.2f× — %s\n", ratio, verdict[ratio >= 0.5])
+		if flOK {
+			fmt.Fprintf(w, "  on this machine the floor (HTTP + one fsynced write per request, nothing else) reaches %.2f× Redis; shardkeeper reaches %.2f× the floor\n",
+				fl64.OpsPerS/rd64.OpsPerS, sk64.OpsPerS/max(fl64.OpsPerS, 1))
+		}
 	}
 	if bestDevice.Clients != 0 {
 		fmt.Fprintf(w, "goal: one hot device registry ≥ 10,000 challenge+verify pairs/s: %.0f at %d clients — %s\n",
 			bestDevice.OpsPerS, bestDevice.Clients, verdict[bestDevice.OpsPerS >= 10000])
+		if nfOK {
+			fmt.Fprintf(w, "  on this machine the floor storing nothing answers %.0f request pairs/s at 64 clients (no signature check, no write)\n", nf64.OpsPerS)
+		}
 	}
 }
 
