@@ -82,7 +82,10 @@ func Start(cfg config.Config, opts Options) (n *Node, err error) {
 			started.close()
 		}
 	}()
-	n.registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	// Scheduler latencies (go_sched_latencies_seconds) tell a node whose goroutines wait for a
+	// CPU, e.g. behind blocking fsyncs, from one that waits on the network or on Raft.
+	n.registry.MustRegister(collectors.NewGoCollector(collectors.WithGoCollectorRuntimeMetrics(collectors.MetricsScheduler)),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 
 	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
 		return nil, fmt.Errorf("data dir: %w", err)

@@ -335,6 +335,11 @@ func TestAlarmFiresAfterKill(t *testing.T) {
 			time.Sleep(100 * time.Millisecond)
 		}
 	}
+	// The Go scheduler's latencies are exported for operators (a node whose goroutines wait
+	// for a CPU); a process that has served requests has recorded some.
+	if got, text := metricSum(t, n, "go_sched_latencies_seconds_count"); got <= 0 {
+		t.Errorf("go_sched_latencies_seconds_count = %g; /metrics:\n%s", got, grepLines(text, "go_sched"))
+	}
 }
 
 // metricSum sums every sample of the metric name over its labels.
