@@ -35,6 +35,8 @@ type HostConfig struct {
 	HeartbeatTimeout  time.Duration
 	ElectionTimeout   time.Duration
 	SnapshotThreshold uint64
+	SnapshotInterval  time.Duration // 0: hashicorp/raft's default (2 min)
+	TrailingLogs      uint64        // log entries kept after a snapshot; 0: hashicorp/raft's default (10240)
 
 	// BootstrapSelf makes this node the only voter of every partition that has no Raft state
 	// yet (the one-node cluster). A node that already has state ignores it. Clusters
@@ -123,6 +125,12 @@ func (h *Host) openGroup(p uint32, advertise string, hlog hclog.Logger) (*group,
 	rc.ElectionTimeout = h.cfg.ElectionTimeout
 	rc.LeaderLeaseTimeout = h.cfg.HeartbeatTimeout / 2
 	rc.SnapshotThreshold = h.cfg.SnapshotThreshold
+	if h.cfg.SnapshotInterval > 0 {
+		rc.SnapshotInterval = h.cfg.SnapshotInterval
+	}
+	if h.cfg.TrailingLogs > 0 {
+		rc.TrailingLogs = h.cfg.TrailingLogs
+	}
 	rc.NoSnapshotRestoreOnStart = true // the FSM's state is already in Pebble
 	rc.BatchApplyCh = true
 	rc.MaxAppendEntries = 256

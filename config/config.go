@@ -65,6 +65,8 @@ type Config struct {
 	RaftHeartbeatTimeout time.Duration // --raft-heartbeat-timeout 500ms, >= 50ms
 	RaftElectionTimeout  time.Duration // --raft-election-timeout 500ms, >= 50ms and >= the heartbeat timeout
 	SnapshotThreshold    uint64        // --snapshot-threshold 8192: raft log entries between snapshots, >= 1
+	SnapshotInterval     time.Duration // --snapshot-interval 2m: how often the threshold is checked, > 0
+	RaftTrailingLogs     uint64        // --raft-trailing-logs 10240: log entries kept after a snapshot, >= 1
 	LogLevel             string        // --log-level info: debug|info|warn|error
 	DebugAddr            string        // --debug-addr, default "" (off): host:port serving /debug/pprof/
 	ConfigFile           string        // --config, path of the YAML file (not itself settable from YAML)
@@ -116,6 +118,9 @@ var options = []option{
 	durOpt("raft-election-timeout", "500ms", "Raft election timeout (>= 50ms, >= --raft-heartbeat-timeout)", func(c *Config) *time.Duration { return &c.RaftElectionTimeout }),
 	{name: "snapshot-threshold", def: "8192", usage: "Raft log entries between snapshots (>= 1)",
 		bind: func(c *Config) value { return uint64Value{&c.SnapshotThreshold} }},
+	durOpt("snapshot-interval", "2m", "how often each partition checks --snapshot-threshold (randomized up to twice this)", func(c *Config) *time.Duration { return &c.SnapshotInterval }),
+	{name: "raft-trailing-logs", def: "10240", usage: "Raft log entries kept after a snapshot, so that a follower that fell behind by fewer catches up from the log instead of a snapshot",
+		bind: func(c *Config) value { return uint64Value{&c.RaftTrailingLogs} }},
 	strOpt("log-level", "info", "log level: debug, info, warn or error", func(c *Config) *string { return &c.LogLevel }),
 	strOpt("debug-addr", "", "host:port serving Go profiles at /debug/pprof/ on a listener of its own; empty disables it (keep it off public interfaces)", func(c *Config) *string { return &c.DebugAddr }),
 	{name: "config", usage: "path of a YAML file of settings, keyed by flag name", noFile: true,
@@ -505,6 +510,9 @@ func (c Config) Validate() error {
 	if c.SnapshotThreshold < 1 {
 		bad("snapshot-threshold", "must be at least 1, got %d", c.SnapshotThreshold)
 	}
+	if c.RaftTrailingLogs < 1 {
+		bad("raft-trailing-logs", "must be at least 1, got %d", c.RaftTrailingLogs)
+	}
 
 	durs := []struct {
 		name string
@@ -518,6 +526,7 @@ func (c Config) Validate() error {
 		{"actor-idle-timeout", c.ActorIdleTimeout},
 		{"raft-heartbeat-timeout", c.RaftHeartbeatTimeout},
 		{"raft-election-timeout", c.RaftElectionTimeout},
+		{"snapshot-interval", c.SnapshotInterval},
 	}
 	if c.ShutdownDrain < 0 {
 		bad("shutdown-drain", "must not be negative, got %s", c.ShutdownDrain)

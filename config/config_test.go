@@ -67,9 +67,9 @@ func TestDefault(t *testing.T) {
 		ShutdownDrain:        2 * time.Second,
 		RaftHeartbeatTimeout: 500 * time.Millisecond,
 		RaftElectionTimeout:  500 * time.Millisecond,
-		SnapshotThreshold:    8192,
-		LogLevel:             "info",
-		ConfigFile:           "",
+		SnapshotThreshold:    8192, SnapshotInterval: 2 * time.Minute, RaftTrailingLogs: 10240,
+		LogLevel:   "info",
+		ConfigFile: "",
 	}
 	if got := Default(); !reflect.DeepEqual(got, want) {
 		t.Fatalf("Default() =\n%+v\nwant\n%+v", got, want)
@@ -124,6 +124,8 @@ var samples = map[string]struct {
 	"raft-heartbeat-timeout": {"100ms", func(c *Config) { c.RaftHeartbeatTimeout = 100 * time.Millisecond }},
 	"raft-election-timeout":  {"1s", func(c *Config) { c.RaftElectionTimeout = time.Second }},
 	"snapshot-threshold":     {"1024", func(c *Config) { c.SnapshotThreshold = 1024 }},
+	"snapshot-interval":      {"10s", func(c *Config) { c.SnapshotInterval = 10 * time.Second }},
+	"raft-trailing-logs":     {"16", func(c *Config) { c.RaftTrailingLogs = 16 }},
 	"log-level":              {"debug", func(c *Config) { c.LogLevel = "debug" }},
 	"debug-addr":             {"127.0.0.1:6060", func(c *Config) { c.DebugAddr = "127.0.0.1:6060" }},
 	"advertise-addr":         {"10.0.0.7", func(c *Config) { c.AdvertiseAddr = "10.0.0.7" }},
@@ -455,6 +457,9 @@ func TestValidate(t *testing.T) {
 		{"max-devices 0", func(c *Config) { c.MaxDevices = 0 }, "max-devices"},
 		{"max-servers -3", func(c *Config) { c.MaxServers = -3 }, "max-servers"},
 		{"snapshot-threshold 0", func(c *Config) { c.SnapshotThreshold = 0 }, "snapshot-threshold"},
+		{"snapshot-interval 0", func(c *Config) { c.SnapshotInterval = 0 }, "snapshot-interval"},
+		{"raft-trailing-logs 0", func(c *Config) { c.RaftTrailingLogs = 0 }, "raft-trailing-logs"},
+		{"raft-trailing-logs 1", func(c *Config) { c.RaftTrailingLogs = 1 }, ""},
 		{"node-id empty", func(c *Config) { c.NodeID = "" }, "node-id"},
 		{"node-id space", func(c *Config) { c.NodeID = "node 1" }, "node-id"},
 		{"node-id slash", func(c *Config) { c.NodeID = "a/b" }, "node-id"},

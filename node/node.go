@@ -119,8 +119,9 @@ func Start(cfg config.Config, opts Options) (n *Node, err error) {
 		ServerID: n.serverID, RaftAddr: cfg.RaftAddr, AdvertiseHost: cfg.AdvertiseAddr, Partitions: cfg.Partitions,
 		SnapshotDir: filepath.Join(cfg.DataDir, "snapshots"), Store: n.store,
 		HeartbeatTimeout: cfg.RaftHeartbeatTimeout, ElectionTimeout: cfg.RaftElectionTimeout,
-		SnapshotThreshold: cfg.SnapshotThreshold, BootstrapSelf: cfg.BootstrapExpect == 1 && len(cfg.Join) == 0,
-		OnLeadership: n.runtime.SetLeader, Logger: logger, LogLevel: cfg.SlogLevel(),
+		SnapshotThreshold: cfg.SnapshotThreshold, SnapshotInterval: cfg.SnapshotInterval, TrailingLogs: cfg.RaftTrailingLogs,
+		BootstrapSelf: cfg.BootstrapExpect == 1 && len(cfg.Join) == 0,
+		OnLeadership:  n.runtime.SetLeader, Logger: logger, LogLevel: cfg.SlogLevel(),
 	}); err != nil {
 		return nil, err
 	}

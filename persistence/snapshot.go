@@ -2,14 +2,21 @@ package persistence
 
 import (
 	"bufio"
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"hash"
 	"hash/crc32"
 	"io"
+	"os"
+	"path/filepath"
+	"time"
 
 	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/objstorage/objstorageprovider"
+	"github.com/cockroachdb/pebble/v2/sstable"
+	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/hashicorp/raft"
 )
 
@@ -84,32 +91,77 @@ func (s *fsmSnapshot) write(w io.Writer) error {
 // Release frees the Pebble snapshot.
 func (s *fsmSnapshot) Release() { _ = s.snap.Close() }
 
-// Restore replaces the partition's state with the snapshot in rc, atomically: the old range
-// is deleted and the new keys written in one synced batch, so a crash leaves either the old
-// state or the new, never a mix.
+// Restore replaces the partition's state with the snapshot in rc, atomically, in bounded
+// memory. The keys (which the stream carries in order) are written to an sstable beside the
+// database; only once the stream's checksum has been verified is the sstable ingested with an
+// excise of the partition's range: one version edit that drops the old state and adds the new.
+// A crash leaves either the old state or the new, never a mix; a partition of any size
+// restores without holding it in memory.
 func (f *FSM) Restore(rc io.ReadCloser) error {
 	defer rc.Close()
-	lo, hi := snapshotBounds(f.p)
-	b := f.s.db.NewBatch()
-	defer b.Close()
-	if err := b.DeleteRange(lo, hi, nil); err != nil {
-		return err
-	}
-	prefix := lo[:len(lo)-1]
-	err := readSnapshot(rc, func(k, v []byte) error {
-		if len(k) == 0 || (k[0] != sectionMeta && k[0] != sectionState) {
-			return fmt.Errorf("snapshot key %x outside the partition's state", k)
-		}
-		return b.Set(append(append([]byte(nil), prefix...), k...), v, nil)
-	})
+	start := time.Now()
+	keys, err := f.restore(rc)
 	if err != nil {
 		return fmt.Errorf("restore partition %d: %w", f.p, err)
 	}
-	if err := b.Commit(pebble.Sync); err != nil {
-		return fmt.Errorf("restore partition %d: commit: %w", f.p, err)
+	if err := f.load(); err != nil {
+		return err
 	}
-	return f.load()
+	f.s.logger.Info("partition restored from a snapshot", "partition", f.p, "applied_index", f.AppliedIndex(),
+		"keys", keys, "duration", time.Since(start).Round(time.Millisecond))
+	return nil
 }
+
+// restore writes the snapshot in r over the partition's state and returns its key count.
+func (f *FSM) restore(r io.Reader) (int, error) {
+	lo, hi := snapshotBounds(f.p)
+	if err := os.MkdirAll(restoreDir(f.s.dir), 0o755); err != nil {
+		return 0, err
+	}
+	path := filepath.Join(restoreDir(f.s.dir), fmt.Sprintf("p%04d.sst", f.p))
+	file, err := vfs.Default.Create(path, vfs.WriteCategoryUnspecified)
+	if err != nil {
+		return 0, err
+	}
+	w := sstable.NewWriter(objstorageprovider.NewFileWritable(file), f.s.opts.MakeWriterOptions(numLevels-1, f.s.db.TableFormat()))
+	prefix := lo[:len(lo)-1]
+	keys := 0
+	var key []byte
+	err = readSnapshot(r, func(k, v []byte) error {
+		if len(k) == 0 || (k[0] != sectionMeta && k[0] != sectionState) {
+			return fmt.Errorf("snapshot key %x outside the partition's state", k)
+		}
+		keys++
+		key = append(append(key[:0], prefix...), k...)
+		return w.Set(key, v)
+	})
+	if err = errors.Join(err, w.Close()); err != nil { // Close syncs the file
+		_ = os.Remove(path)
+		return 0, err
+	}
+	if keys == 0 { // nothing to ingest (an empty sstable is refused): just clear the range
+		_ = os.Remove(path)
+		b := f.s.db.NewBatch()
+		defer b.Close()
+		if err := b.DeleteRange(lo, hi, nil); err != nil {
+			return 0, err
+		}
+		return 0, b.Commit(pebble.Sync)
+	}
+	// On success the ingestion moves the file into the database.
+	if _, err := f.s.db.IngestAndExcise(context.Background(), []string{path}, nil, nil, pebble.KeyRange{Start: lo, End: hi}); err != nil {
+		_ = os.Remove(path)
+		return 0, fmt.Errorf("ingest: %w", err)
+	}
+	return keys, nil
+}
+
+// restoreDir holds the sstables of restores in progress: beside the database, on the same
+// file system, as ingestion requires.
+func restoreDir(dbDir string) string { return filepath.Clean(dbDir) + ".restore" }
+
+// numLevels is Pebble's LSM depth; a restored partition is written for the lowest level.
+const numLevels = len(pebble.Options{}.Levels)
 
 // readSnapshot parses a snapshot stream, calling fn per key, and verifies its checksum.
 func readSnapshot(r io.Reader, fn func(k, v []byte) error) error {

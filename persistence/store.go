@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"strconv"
 	"strings"
 
@@ -21,6 +22,8 @@ import (
 // A Store is safe for concurrent use.
 type Store struct {
 	db     *pebble.DB
+	opts   *pebble.Options // as opened (defaults filled in): sstables for ingestion match them
+	dir    string
 	logger *slog.Logger
 }
 
@@ -42,11 +45,17 @@ func Open(dir string, logger *slog.Logger) (*Store, error) {
 	for i := range opts.Levels {
 		opts.Levels[i].FilterPolicy = bloom.FilterPolicy(10)
 	}
+	opts.EnsureDefaults()
+	// A restore interrupted by a crash leaves its half-written sstable behind; it was never
+	// ingested, so it is garbage.
+	if err := os.RemoveAll(restoreDir(dir)); err != nil {
+		return nil, fmt.Errorf("remove %s: %w", restoreDir(dir), err)
+	}
 	db, err := pebble.Open(dir, opts)
 	if err != nil {
 		return nil, fmt.Errorf("open pebble at %s: %w", dir, err)
 	}
-	return &Store{db: db, logger: logger}, nil
+	return &Store{db: db, opts: opts, dir: dir, logger: logger}, nil
 }
 
 // Close closes the database. Nothing may use the Store afterwards.

@@ -315,7 +315,9 @@ func restartWithData(s *scenario) {
 }
 
 // wipeAndRejoin: SIGKILL of a random node, its data directory wiped, restarted: it rejoins
-// as a new replica (a new incarnation) of every partition.
+// as a new replica (a new incarnation) of every partition. The other replicas have compacted
+// their logs (nodeFlags), so it catches up from snapshots: at least one partition must have
+// been restored from one (the state hashes checked after the scenario cover their content).
 func wipeAndRejoin(s *scenario) {
 	c := s.c
 	n := c.nodes[s.rnd.IntN(len(c.nodes))]
@@ -327,6 +329,15 @@ func wipeAndRejoin(s *scenario) {
 	n.WaitReady(60 * time.Second)
 	c.note("%s (wiped) restarted and ready", n.Config.NodeID)
 	c.waitLeaders(30 * time.Second)
+	deadline := time.Now().Add(30 * time.Second)
+	for !strings.Contains(n.Output(), "partition restored from a snapshot") {
+		if time.Now().After(deadline) {
+			s.t.Errorf("%s (wiped) restored no partition from a snapshot within 30 s of rejoining", n.Config.NodeID)
+			return
+		}
+		s.sleep(100 * time.Millisecond)
+	}
+	c.note("%s restored %d partitions from snapshots so far", n.Config.NodeID, strings.Count(n.Output(), "partition restored from a snapshot"))
 }
 
 // rollingRestart: SIGTERM of every node in turn (exit 0 expected), each restarted and ready

@@ -24,9 +24,13 @@ const partitions = 16
 // nodeFlags are given to every node. Short Raft timeouts (the failover goal needs them), a
 // short request deadline so that a request without a leader fails fast with 503, and limits
 // raised so that the load never meets them (every nonce and entry lives longer than a test).
+// Snapshots every few dozen entries, keeping few after them, so that every fault also runs
+// with logs compacted under load, and a replica that fell behind or lost its disk catches up
+// through a snapshot (InstallSnapshot, FSM.Restore), as a long-running cluster does.
 var nodeFlags = []string{
 	"--partitions", strconv.Itoa(partitions),
 	"--raft-heartbeat-timeout", "300ms", "--raft-election-timeout", "300ms",
+	"--snapshot-threshold", "32", "--snapshot-interval", "500ms", "--raft-trailing-logs", "16",
 	"--request-timeout", "2s",
 	"--max-pending-per-device", "100000",
 	"--server-ttl", "1h", "--oracle-nonce-ttl", "1h", "--attest-nonce-ttl", "1h",
