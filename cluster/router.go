@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"github.com/asynkron/protoactor-go/eventstream"
+	"github.com/asynkron/protoactor-go/remote"
 	"github.com/shardkeeper/shardkeeper/actors"
 	"github.com/shardkeeper/shardkeeper/cluster/routepb"
 )
@@ -34,10 +36,13 @@ type RouterConfig struct {
 // partition reports. A node that does not replicate the partition asks a desired replica,
 // which answers NOT_LEADER with a hint. A NOT_LEADER answer means nothing ran, so it is
 // safe to re-send; any other failure of a forwarded request has an unknown outcome and is
-// returned as unavailable, never re-sent.
+// returned as unavailable, never re-sent. A forwarded request whose connection is lost fails
+// then, not at its deadline (see inflight).
 type Router struct {
-	cfg RouterConfig
-	pid *actor.PID
+	cfg      RouterConfig
+	pid      *actor.PID
+	inflight inflight
+	sub      *eventstream.Subscription
 }
 
 // StartRouter spawns this node's router actor.
@@ -48,11 +53,21 @@ func StartRouter(cfg RouterConfig) (*Router, error) {
 		return nil, fmt.Errorf("spawn router: %w", err)
 	}
 	r.pid = pid
+	r.sub = cfg.System.EventStream.Subscribe(func(evt any) {
+		if e, ok := evt.(*remote.EndpointTerminatedEvent); ok {
+			for _, fut := range r.inflight.lost(e.Address) {
+				cfg.System.Root.Send(fut, &connectionLost{addr: e.Address})
+			}
+		}
+	})
 	return r, nil
 }
 
 // Stop stops the router actor.
-func (r *Router) Stop() { _ = r.cfg.System.Root.StopFuture(r.pid).Wait() }
+func (r *Router) Stop() {
+	r.cfg.System.EventStream.Unsubscribe(r.sub)
+	_ = r.cfg.System.Root.StopFuture(r.pid).Wait()
+}
 
 // leaderRetryDelay paces attempts while a partition has no known leader.
 const leaderRetryDelay = 20 * time.Millisecond
@@ -154,9 +169,15 @@ func (r *Router) forward(ctx context.Context, target NodeMeta, kind, id string, 
 		return nil, actors.Unavailable("request deadline passed before forwarding")
 	}
 	msg := &routepb.Forward{Kind: kind, Id: id, Method: req.Method, Body: req.Body, DeadlineUnixMs: deadline.UnixMilli()}
-	res, err := r.cfg.System.Root.RequestFuture(actor.NewPID(target.Remote, routerName), msg, timeout).Result()
+	fut := r.cfg.System.Root.RequestFuture(actor.NewPID(target.Remote, routerName), msg, timeout)
+	r.inflight.add(target.Remote, fut.PID())
+	res, err := fut.Result()
+	r.inflight.remove(target.Remote, fut.PID())
 	if err != nil {
 		return nil, actors.Unavailable("forward to %s: %v (outcome unknown)", target.ID, err)
+	}
+	if lost, ok := res.(*connectionLost); ok {
+		return nil, actors.Unavailable("forward to %s: connection to %s lost (outcome unknown)", target.ID, lost.addr)
 	}
 	reply, ok := res.(*routepb.ForwardReply)
 	if !ok {

@@ -184,7 +184,12 @@ func startRemote(system *actor.ActorSystem, addr, advertise string) (r *remote.R
 			r, err = nil, fmt.Errorf("start remote on %s: %v", addr, p)
 		}
 	}()
-	var opts []remote.ConfigOption
+	// One connection attempt per endpoint writer. protoactor sleeps 2 s after each failed
+	// attempt before the next, and fails the messages queued to that address (dead letters)
+	// only after the last; the next message then starts a new writer. With the default five
+	// attempts, a request forwarded to a node that died while the connection was being set
+	// up waited about 10 s.
+	opts := []remote.ConfigOption{func(c *remote.Config) { c.MaxRetryCount = 1 }}
 	if advertise != "" {
 		opts = append(opts, remote.WithAdvertisedHost(net.JoinHostPort(advertise, portStr)))
 	}

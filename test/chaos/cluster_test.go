@@ -52,8 +52,9 @@ type cluster struct {
 func startCluster(t *testing.T) *cluster { return startClusterBinding(t, false) }
 
 // startClusterBinding is startCluster with the listeners binding every interface and each node
-// advertising its own IP (--advertise-addr) when bindAll is set.
-func startClusterBinding(t *testing.T, bindAll bool) *cluster {
+// advertising its own IP (--advertise-addr) when bindAll is set, and extra flags after
+// nodeFlags (which they override).
+func startClusterBinding(t *testing.T, bindAll bool, extra ...string) *cluster {
 	t.Helper()
 	c := &cluster{t: t, dir: outDir(t), hc: &http.Client{Timeout: 2 * time.Second}, start: time.Now()}
 	var gids []uint32
@@ -65,7 +66,7 @@ func startClusterBinding(t *testing.T, bindAll bool) *cluster {
 	begin := time.Now()
 	c.nodes = proc.StartCluster(t, proc.ClusterConfig{
 		Bin: proc.Build(t, "./cmd/shardkeeper"), Command: []string{"serve"}, N: len(nodeIPs),
-		IPs: nodeIPs, GIDs: gids, Flags: nodeFlags, LogDir: c.dir, BindAll: bindAll,
+		IPs: nodeIPs, GIDs: gids, Flags: append(slices.Clone(nodeFlags), extra...), LogDir: c.dir, BindAll: bindAll,
 	})
 	for _, n := range c.nodes {
 		n.WaitReady(60 * time.Second)
