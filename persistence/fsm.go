@@ -127,13 +127,12 @@ func (f *FSM) ApplyBatch(logs []*raft.Log) []any {
 }
 
 // StateHash returns the applied index and a SHA-256 over the partition's replicated state
-// (its 'm' and 's' sections), read from one consistent Pebble snapshot. Two replicas at the
-// same applied index must return the same hash; any difference is divergence.
+// (its 'm' and 's' sections), read through one Pebble iterator (a consistent view; a plain
+// Pebble snapshot would not be, across a Restore's excise). Two replicas at the same applied
+// index must return the same hash; any difference is divergence.
 func (f *FSM) StateHash() (applied uint64, sum [32]byte, err error) {
-	snap := f.s.db.NewSnapshot()
-	defer snap.Close()
 	lo, hi := snapshotBounds(f.p)
-	it, err := snap.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: hi})
+	it, err := f.s.db.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: hi})
 	if err != nil {
 		return 0, sum, err
 	}

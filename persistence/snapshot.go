@@ -32,15 +32,21 @@ var crcTable = crc32.MakeTable(crc32.Castagnoli)
 // Snapshot captures the partition's state at the current applied index. It first syncs the
 // WAL, because raft compacts its log once the snapshot is persisted and the unsynced state
 // batches must be durable before the log entries that could replay them are gone.
+//
+// The capture is an eventually-file-only snapshot of the partition's range, not a plain Pebble
+// snapshot: raft persists it concurrently with later FSM operations, which include Restore,
+// and a plain snapshot's iterators see an excise made after it was taken (Persist would then
+// write the restored state, or nothing, under this snapshot's index).
 func (f *FSM) Snapshot() (raft.FSMSnapshot, error) {
 	if err := f.s.db.LogData(nil, pebble.Sync); err != nil {
 		return nil, fmt.Errorf("sync before snapshot of partition %d: %w", f.p, err)
 	}
-	return &fsmSnapshot{snap: f.s.db.NewSnapshot(), p: f.p}, nil
+	lo, hi := snapshotBounds(f.p)
+	return &fsmSnapshot{snap: f.s.db.NewEventuallyFileOnlySnapshot([]pebble.KeyRange{{Start: lo, End: hi}}), p: f.p}, nil
 }
 
 type fsmSnapshot struct {
-	snap *pebble.Snapshot
+	snap *pebble.EventuallyFileOnlySnapshot
 	p    uint32
 }
 
