@@ -68,67 +68,55 @@ func TestSnapshotRestore(t *testing.T) {
 	}
 }
 
-// TestSnapshotIsPointInTime checks that writes applied after Snapshot returns are not in the
-// persisted snapshot, since raft persists it concurrently with further applies.
+// TestSnapshotIsPointInTime checks that what happens to the partition between Snapshot and
+// Persist is not in the persisted snapshot: raft persists it concurrently with later FSM
+// operations. Those include applies, and a Restore (a follower persisting its own snapshot
+// while it installs the leader's), whose excise a plain Pebble snapshot would see.
 func TestSnapshotIsPointInTime(t *testing.T) {
-	a := newStore(t)
-	fa := newFSM(t, a, 3)
-	fillPartition(t, fa, 1, "A")
-	want := dumpFSM(t, a, fa)
-	snap, err := fa.Snapshot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer snap.Release()
-	apply(t, fa, cmdLog(4, 1800000000000, put("later", "x"), del("a")))
-
-	sink := &memSink{}
-	if err := snap.Persist(sink); err != nil {
-		t.Fatal(err)
-	}
-	fb := newFSM(t, newStore(t), 3)
-	if err := restore(fb, sink.Bytes()); err != nil {
-		t.Fatal(err)
-	}
-	if got := dumpFSM(t, fb.s, fb); got != want {
-		t.Fatalf("restored:\n%s\nwant the state at Snapshot time:\n%s", got, want)
-	}
-}
-
-// TestSnapshotIsPointInTimeAcrossRestore checks the same across a Restore of the partition
-// between Snapshot and Persist (a follower persisting its own snapshot while it installs the
-// leader's): Restore excises the partition's range, which a plain Pebble snapshot would see.
-func TestSnapshotIsPointInTimeAcrossRestore(t *testing.T) {
 	other := newFSM(t, newStore(t), 3)
 	fillPartition(t, other, 50, "other")
 	otherData := snapshotBytes(t, other)
+	for _, tc := range []struct {
+		name      string
+		meanwhile func(t *testing.T, s *Store, f *FSM)
+	}{
+		{"apply", func(t *testing.T, s *Store, f *FSM) {
+			apply(t, f, cmdLog(4, 1800000000000, put("later", "x"), del("a")))
+		}},
+		{"restore", func(t *testing.T, s *Store, f *FSM) {
+			// The state in sstables (as it mostly is), not in the memtable, when the excise comes.
+			if err := s.db.Flush(); err != nil {
+				t.Fatal(err)
+			}
+			if err := restore(f, otherData); err != nil {
+				t.Fatal(err)
+			}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			a := newStore(t)
+			fa := newFSM(t, a, 3)
+			fillPartition(t, fa, 1, "A")
+			want := dumpFSM(t, a, fa)
+			snap, err := fa.Snapshot()
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer snap.Release()
+			tc.meanwhile(t, a, fa)
 
-	a := newStore(t)
-	fa := newFSM(t, a, 3)
-	fillPartition(t, fa, 1, "A")
-	want := dumpFSM(t, a, fa)
-	snap, err := fa.Snapshot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer snap.Release()
-	// The state in sstables (as it mostly is), not in the memtable, when the excise comes.
-	if err := a.db.Flush(); err != nil {
-		t.Fatal(err)
-	}
-	if err := restore(fa, otherData); err != nil {
-		t.Fatal(err)
-	}
-	sink := &memSink{}
-	if err := snap.Persist(sink); err != nil {
-		t.Fatal(err)
-	}
-	fb := newFSM(t, newStore(t), 3)
-	if err := restore(fb, sink.Bytes()); err != nil {
-		t.Fatal(err)
-	}
-	if got := dumpFSM(t, fb.s, fb); got != want {
-		t.Fatalf("persisted after a restore:\n%s\nwant the state at Snapshot time:\n%s", got, want)
+			sink := &memSink{}
+			if err := snap.Persist(sink); err != nil {
+				t.Fatal(err)
+			}
+			fb := newFSM(t, newStore(t), 3)
+			if err := restore(fb, sink.Bytes()); err != nil {
+				t.Fatal(err)
+			}
+			if got := dumpFSM(t, fb.s, fb); got != want {
+				t.Fatalf("persisted:\n%s\nwant the state at Snapshot time:\n%s", got, want)
+			}
+		})
 	}
 }
 
