@@ -100,9 +100,10 @@ func (s *fsmSnapshot) Release() { _ = s.snap.Close() }
 // Restore replaces the partition's state with the snapshot in rc, atomically, in bounded
 // memory. The keys (which the stream carries in order) are written to an sstable beside the
 // database; only once the stream's checksum has been verified is the sstable ingested with an
-// excise of the partition's range: one version edit that drops the old state and adds the new.
-// A crash leaves either the old state or the new, never a mix; a partition of any size
-// restores without holding it in memory.
+// excise of the partition's range: one atomic, durable step (a synced WAL record or a
+// manifest edit) that drops the old state and adds the new. A crash leaves either the old
+// state or the new, never a mix; a partition of any size restores without holding it in
+// memory.
 func (f *FSM) Restore(rc io.ReadCloser) error {
 	defer rc.Close()
 	start := time.Now()
@@ -145,7 +146,7 @@ func (f *FSM) restore(r io.Reader) (int, error) {
 		_ = os.Remove(path)
 		return 0, err
 	}
-	if keys == 0 { // nothing to ingest (an empty sstable is refused): just clear the range
+	if keys == 0 { // nothing to ingest: just clear the range
 		_ = os.Remove(path)
 		b := f.s.db.NewBatch()
 		defer b.Close()

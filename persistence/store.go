@@ -46,14 +46,16 @@ func Open(dir string, logger *slog.Logger) (*Store, error) {
 		opts.Levels[i].FilterPolicy = bloom.FilterPolicy(10)
 	}
 	opts.EnsureDefaults()
-	// A restore interrupted by a crash leaves its half-written sstable behind; it was never
-	// ingested, so it is garbage.
-	if err := os.RemoveAll(restoreDir(dir)); err != nil {
-		return nil, fmt.Errorf("remove %s: %w", restoreDir(dir), err)
-	}
 	db, err := pebble.Open(dir, opts)
 	if err != nil {
 		return nil, fmt.Errorf("open pebble at %s: %w", dir, err)
+	}
+	// A restore interrupted by a crash leaves its half-written sstable behind; it was never
+	// ingested, so it is garbage. Removed only once Pebble holds the directory's lock, so a
+	// second process on the same data directory cannot delete a running restore's file.
+	if err := os.RemoveAll(restoreDir(dir)); err != nil {
+		_ = db.Close()
+		return nil, fmt.Errorf("remove %s: %w", restoreDir(dir), err)
 	}
 	return &Store{db: db, opts: opts, dir: dir, logger: logger}, nil
 }
