@@ -45,6 +45,35 @@ func selfCPU() (time.Duration, bool) {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()), true
 }
 
+// machineCPU is the CPU time all CPUs of the machine have spent so far, and the part of it
+// spent idle (idle and iowait), from /proc/stat.
+func machineCPU() (total, idle time.Duration, ok bool) {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return 0, 0, false
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	f := strings.Fields(line)
+	if len(f) < 6 || f[0] != "cpu" {
+		return 0, 0, false
+	}
+	var ticks int64
+	for i, v := range f[1:] {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			return 0, 0, false
+		}
+		if i >= 8 { // guest and guest_nice are already counted in user and nice
+			break
+		}
+		ticks += n
+		if i == 3 || i == 4 { // idle, iowait
+			idle += time.Duration(n) * time.Second / clockTicks
+		}
+	}
+	return time.Duration(ticks) * time.Second / clockTicks, idle, true
+}
+
 // loadAverage is the one-minute load average.
 func loadAverage() (float64, bool) {
 	b, err := os.ReadFile("/proc/loadavg")

@@ -340,7 +340,7 @@ func measure(ctx context.Context, o options, ps []*process, name, system string,
 	if err := ctx.Err(); err != nil {
 		return row{}, err
 	}
-	usage := cpu.stop()
+	u := cpu.stop()
 	for _, p := range ps {
 		select {
 		case <-p.done:
@@ -348,18 +348,29 @@ func measure(ctx context.Context, o options, ps []*process, name, system string,
 		default:
 		}
 	}
-	r := newRow(name, system, res)
-	logf("  → %.0f ops/s, p50 %.2f ms, p99 %.2f ms, errors %s%s", r.OpsPerS, r.P50ms, r.P99ms, r.errorSummary(), usage)
+	r := newRow(name, system, res).withUsage(u)
+	logf("  → %.0f ops/s, p50 %.2f ms, p99 %.2f ms, errors %s%s", r.OpsPerS, r.P50ms, r.P99ms, r.errorSummary(), u)
 	return r, nil
 }
 
-// cpuMeter measures the CPU used by the server (all its processes) and by the load generator
-// during a run, to tell a CPU-bound run from one that waits (on fsync, on a serial actor).
+// cpuMeter measures the CPU used by the server (all its processes), by the load generator and
+// by the whole machine during a run, to tell a CPU-bound run from one that waits (on fsync, on
+// a serial actor), and to say what one operation costs the server.
 type cpuMeter struct {
-	ps               []*process
-	start            time.Time
-	server, self     time.Duration
-	serverOK, selfOK bool
+	ps                          []*process
+	start                       time.Time
+	server, self                time.Duration
+	total, idle                 time.Duration
+	serverOK, selfOK, machineOK bool
+}
+
+// usage is what a cpuMeter measured over one run; a field whose ok flag is false was not.
+type usage struct {
+	serverCores, genCores float64 // CPU time per wall-clock second: the server's, the load generator's
+	idle                  float64 // share of the machine's CPU time left idle (iowait included)
+	servers               int     // server processes measured
+	serverOK, genOK       bool
+	idleOK                bool
 }
 
 // serverCPU is the CPU time used so far by every process of ps.
@@ -379,27 +390,42 @@ func startCPUMeter(ps []*process) *cpuMeter {
 	m := &cpuMeter{ps: ps, start: time.Now()}
 	m.server, m.serverOK = serverCPU(ps)
 	m.self, m.selfOK = selfCPU()
+	m.total, m.idle, m.machineOK = machineCPU()
 	return m
 }
 
-// stop is ", CPU: server x cores, load generator y cores, machine load z/n" with what could
-// be measured.
-func (m *cpuMeter) stop() string {
+// stop returns what was measured since the start.
+func (m *cpuMeter) stop() usage {
 	wall := time.Since(m.start).Seconds()
-	var parts []string
-	if m.serverOK {
-		if now, ok := serverCPU(m.ps); ok {
-			what := "server"
-			if len(m.ps) > 1 {
-				what = fmt.Sprintf("servers (%d processes)", len(m.ps))
-			}
-			parts = append(parts, fmt.Sprintf("%s %.2f cores", what, (now-m.server).Seconds()/wall))
-		}
+	u := usage{servers: len(m.ps)}
+	if now, ok := serverCPU(m.ps); ok && m.serverOK {
+		u.serverCores, u.serverOK = (now-m.server).Seconds()/wall, true
 	}
-	if m.selfOK {
-		if now, ok := selfCPU(); ok {
-			parts = append(parts, fmt.Sprintf("load generator %.2f cores", (now-m.self).Seconds()/wall))
+	if now, ok := selfCPU(); ok && m.selfOK {
+		u.genCores, u.genOK = (now-m.self).Seconds()/wall, true
+	}
+	if total, idle, ok := machineCPU(); ok && m.machineOK && total > m.total {
+		u.idle, u.idleOK = float64(idle-m.idle)/float64(total-m.total), true
+	}
+	return u
+}
+
+// String is "; CPU: server x cores, load generator y cores, machine z% idle, load average a on
+// n CPUs" with what was measured.
+func (u usage) String() string {
+	var parts []string
+	if u.serverOK {
+		what := "server"
+		if u.servers > 1 {
+			what = fmt.Sprintf("servers (%d processes)", u.servers)
 		}
+		parts = append(parts, fmt.Sprintf("%s %.2f cores", what, u.serverCores))
+	}
+	if u.genOK {
+		parts = append(parts, fmt.Sprintf("load generator %.2f cores", u.genCores))
+	}
+	if u.idleOK {
+		parts = append(parts, fmt.Sprintf("machine %.0f%% idle", 100*u.idle))
 	}
 	if avg, ok := loadAverage(); ok {
 		parts = append(parts, fmt.Sprintf("load average %.1f on %d CPUs", avg, runtime.NumCPU()))

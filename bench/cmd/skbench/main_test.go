@@ -150,6 +150,31 @@ func TestClusterComparisonAndAppend(t *testing.T) {
 			t.Errorf("output lacks %q:\n%s", s, out.String())
 		}
 	}
+	if strings.Contains(out.String(), "saturated") {
+		t.Errorf("CPU-bound verdict without CPU figures:\n%s", out.String())
+	}
+
+	// With CPU figures from saturated runs: the CPU columns, their ratio, and what the goal
+	// needs per operation. 3000 ops/s on 1.5 server cores is 0.5 ms per op; 1500 on 1.8 is 1.2.
+	cpu := func(r row, server, gen, idle float64) row {
+		return r.withUsage(usage{serverCores: server, genCores: gen, idle: idle, serverOK: true, genOK: true, idleOK: true})
+	}
+	saturated := []row{cpu(rows[1], 1.5, 0.3, 0.05), cpu(rows[3], 1.8, 0.15, 0.08)}
+	out.Reset()
+	printClusterComparison(&out, saturated)
+	printClusterGoals(&out, saturated)
+	for _, s := range []string{"0.500", "1.200", "2.40×", "5%", "8%", "(5% and 8% idle)",
+		"shardkeeper 0.600 ms (nodes 0.500), etcd 1.300 ms (members 1.200); 3× etcd here needs at most 0.433 ms in all"} {
+		if !strings.Contains(out.String(), s) {
+			t.Errorf("output lacks %q:\n%s", s, out.String())
+		}
+	}
+	idle := []row{cpu(rows[1], 1.5, 0.3, 0.40), saturated[1]}
+	out.Reset()
+	printClusterGoals(&out, idle)
+	if strings.Contains(out.String(), "saturated") {
+		t.Errorf("CPU-bound verdict though shardkeeper's run left 40%% idle:\n%s", out.String())
+	}
 
 	path := filepath.Join(t.TempDir(), "latest.json")
 	oneNode := []row{
@@ -204,5 +229,24 @@ func TestUnsettled(t *testing.T) {
 	}
 	if unsettled(nil, errors.New("refused"), 3) != "refused" {
 		t.Error("an error is not settled")
+	}
+}
+
+// TestCPUMeter measures a busy loop: the load generator's CPU must show it, the machine's
+// idle share must be a fraction, and the row must carry both.
+func TestCPUMeter(t *testing.T) {
+	if _, _, ok := machineCPU(); !ok {
+		t.Skip("no /proc/stat: CPU is only measured on Linux")
+	}
+	m := startCPUMeter(nil)
+	for start := time.Now(); time.Since(start) < 200*time.Millisecond; {
+	}
+	u := m.stop()
+	if !u.genOK || u.genCores < 0.3 || !u.idleOK || u.idle < 0 || u.idle > 1 || u.serverOK {
+		t.Fatalf("usage after 200 ms of busy loop, no server: %+v", u)
+	}
+	r := newRow("oracle_issue_consume", sysEtcd, load.Result{Clients: 1, OpsPerSec: 100}).withUsage(u)
+	if r.ClientCPUms <= 0 || r.ServerCPUms != 0 || r.IdlePct == nil || r.cpuCell() != "-" {
+		t.Fatalf("row %+v", r)
 	}
 }

@@ -27,6 +27,13 @@ type row struct {
 	OpsPerS  float64 `json:"ops_per_s"`
 	P50ms    float64 `json:"p50_ms"`
 	P99ms    float64 `json:"p99_ms"`
+	// ServerCPUms is the CPU time the server's processes spent per operation, in ms (0: not
+	// measured). When the machine is saturated, throughput is bounded by it.
+	ServerCPUms float64 `json:"server_cpu_ms_per_op,omitempty"`
+	// ClientCPUms is the load generator's CPU time per operation, in ms (0: not measured).
+	ClientCPUms float64 `json:"client_cpu_ms_per_op,omitempty"`
+	// IdlePct is the share of the machine's CPU left idle during the run (nil: not measured).
+	IdlePct *float64 `json:"machine_idle_pct,omitempty"`
 
 	errors map[string]int // failed operations by class (not in the file)
 }
@@ -45,6 +52,38 @@ func newRow(workload, system string, r load.Result) row {
 	ms := func(d time.Duration) float64 { return math.Round(float64(d)/1e3) / 1e3 } // µs precision
 	return row{Workload: workload, System: system, Clients: r.Clients,
 		OpsPerS: math.Round(r.OpsPerSec*10) / 10, P50ms: ms(r.P50), P99ms: ms(r.P99), errors: r.Errors}
+}
+
+// withUsage adds the run's CPU figures to r.
+func (r row) withUsage(u usage) row {
+	perOp := func(cores float64) float64 { return math.Round(cores/r.OpsPerS*1e6) / 1e3 } // ms, µs precision
+	if u.serverOK && r.OpsPerS > 0 {
+		r.ServerCPUms = perOp(u.serverCores)
+	}
+	if u.genOK && r.OpsPerS > 0 {
+		r.ClientCPUms = perOp(u.genCores)
+	}
+	if u.idleOK {
+		idle := math.Round(u.idle*1000) / 10
+		r.IdlePct = &idle
+	}
+	return r
+}
+
+// cpuCell is the row's server CPU per operation in ms, or "-".
+func (r row) cpuCell() string {
+	if r.ServerCPUms <= 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.3f", r.ServerCPUms)
+}
+
+// idleCell is the machine's idle share during the row's run, or "-".
+func (r row) idleCell() string {
+	if r.IdlePct == nil {
+		return "-"
+	}
+	return fmt.Sprintf("%.0f%%", *r.IdlePct)
 }
 
 func (r row) errorCount() int {
@@ -68,13 +107,14 @@ func (r row) errorSummary() string {
 	return fmt.Sprintf("%d (%s)", r.errorCount(), strings.Join(parts, ", "))
 }
 
-// printTable prints every row.
+// printTable prints every row: throughput, latency, the server's CPU per operation and how
+// idle the machine was, and errors.
 func printTable(w io.Writer, rows []row) {
-	const format = "%-24s  %-13s  %7v  %9v  %8v  %8v  %s\n"
-	fmt.Fprintf(w, format, "workload", "system", "clients", "ops/s", "p50 ms", "p99 ms", "errors")
+	const format = "%-24s  %-13s  %7v  %9v  %8v  %8v  %10v  %5v  %s\n"
+	fmt.Fprintf(w, format, "workload", "system", "clients", "ops/s", "p50 ms", "p99 ms", "cpu ms/op", "idle", "errors")
 	for _, r := range rows {
 		fmt.Fprintf(w, format, r.Workload, r.System, r.Clients, fmt.Sprintf("%.0f", r.OpsPerS),
-			fmt.Sprintf("%.2f", r.P50ms), fmt.Sprintf("%.2f", r.P99ms), r.errorSummary())
+			fmt.Sprintf("%.2f", r.P50ms), fmt.Sprintf("%.2f", r.P99ms), r.cpuCell(), r.idleCell(), r.errorSummary())
 	}
 }
 
@@ -192,14 +232,15 @@ func findRow(rows []row, system string, clients int) (row, bool) {
 
 // printClusterComparison prints the oracle workload of the 3-node shardkeeper and the
 // 3-member etcd side by side, with the shardkeeper/etcd throughput ratio, at each client
-// count measured on both.
+// count measured on both; and, where measured, each one's server CPU per operation and the
+// ratio etcd/shardkeeper of those (how many times less CPU shardkeeper needs per operation).
 func printClusterComparison(w io.Writer, rows []row) {
 	if !slices.ContainsFunc(rows, func(r row) bool { return r.System == sysEtcd }) {
 		return
 	}
 	fmt.Fprintln(w, "\nnonce oracle, one op = issue + consume: 3-node shardkeeper vs 3-member etcd (txn create-if-absent with a lease, then compare-and-put consume; default fsync)")
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "clients\tshardkeeper-3 ops/s\tp50 ms\tp99 ms\tetcd ops/s\tp50 ms\tp99 ms\tshardkeeper/etcd\t")
+	fmt.Fprintln(tw, "clients\tshardkeeper-3 ops/s\tp50 ms\tp99 ms\tcpu ms/op\tidle\tetcd ops/s\tp50 ms\tp99 ms\tcpu ms/op\tidle\tshardkeeper/etcd\tcpu etcd/shardkeeper\t")
 	for _, sk := range rows {
 		if sk.Workload != workload.Names[workload.Oracle] || sk.System != sysShardkeeper3 {
 			continue
@@ -212,7 +253,12 @@ func printClusterComparison(w io.Writer, rows []row) {
 		if et.OpsPerS > 0 {
 			ratio = sk.OpsPerS / et.OpsPerS
 		}
-		fmt.Fprintf(tw, "%d\t%.0f\t%.2f\t%.2f\t%.0f\t%.2f\t%.2f\t%.2f×\t\n", sk.Clients, sk.OpsPerS, sk.P50ms, sk.P99ms, et.OpsPerS, et.P50ms, et.P99ms, ratio)
+		cpuRatio := "-"
+		if sk.ServerCPUms > 0 && et.ServerCPUms > 0 {
+			cpuRatio = fmt.Sprintf("%.2f×", et.ServerCPUms/sk.ServerCPUms)
+		}
+		fmt.Fprintf(tw, "%d\t%.0f\t%.2f\t%.2f\t%s\t%s\t%.0f\t%.2f\t%.2f\t%s\t%s\t%.2f×\t%s\t\n", sk.Clients, sk.OpsPerS, sk.P50ms, sk.P99ms,
+			sk.cpuCell(), sk.idleCell(), et.OpsPerS, et.P50ms, et.P99ms, et.cpuCell(), et.idleCell(), ratio, cpuRatio)
 	}
 	_ = tw.Flush()
 }
@@ -243,7 +289,20 @@ func printClusterGoals(w io.Writer, rows []row) {
 	ratio := sk.OpsPerS / et.OpsPerS
 	verdict := map[bool]string{true: "met", false: "NOT met"}
 	fmt.Fprintf(w, "\ngoal: ≥ 3× etcd on the nonce workload (oracle issue+consume at %d clients, 3 nodes each): %.2f× — %s\n", best, ratio, verdict[ratio >= 3])
+	// When neither run left the machine much idle, both were CPU-bound: throughput is then
+	// the machine's cores over the CPU per operation (servers and load generator), so the
+	// goal needs a third of etcd's.
+	if sk.IdlePct != nil && et.IdlePct != nil && *sk.IdlePct < saturatedIdlePct && *et.IdlePct < saturatedIdlePct &&
+		sk.ServerCPUms > 0 && et.ServerCPUms > 0 {
+		skAll, etAll := sk.ServerCPUms+sk.ClientCPUms, et.ServerCPUms+et.ClientCPUms
+		fmt.Fprintf(w, "  both runs saturated this machine (%.0f%% and %.0f%% idle), so throughput here is set by CPU per operation.\n"+
+			"  Servers + load generator: shardkeeper %.3f ms (nodes %.3f), etcd %.3f ms (members %.3f); 3× etcd here needs at most %.3f ms in all\n",
+			*sk.IdlePct, *et.IdlePct, skAll, sk.ServerCPUms, etAll, et.ServerCPUms, etAll/3)
+	}
 }
+
+// saturatedIdlePct is the machine idle share below which a run is taken to be CPU-bound.
+const saturatedIdlePct = 15
 
 // appendJSON adds rows to the results file at path (creating it), replacing the rows it
 // already holds for the same (workload, system, clients), and returns the number of rows
