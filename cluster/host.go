@@ -32,8 +32,12 @@ type HostConfig struct {
 	SnapshotDir string
 	Store       *persistence.Store
 
-	HeartbeatTimeout  time.Duration
-	ElectionTimeout   time.Duration
+	HeartbeatTimeout time.Duration
+	ElectionTimeout  time.Duration
+	// CommitTimeout is how long replication to a follower may idle before the leader sends
+	// it the commit index anyway; 0: hashicorp/raft's default (50ms). Every partition does
+	// this for every follower, so it is most of what an idle cluster spends CPU on.
+	CommitTimeout     time.Duration
 	SnapshotThreshold uint64
 	SnapshotInterval  time.Duration // 0: hashicorp/raft's default (2 min)
 	TrailingLogs      uint64        // log entries kept after a snapshot; 0: hashicorp/raft's default (10240)
@@ -105,6 +109,31 @@ func NewHost(cfg HostConfig) (*Host, error) {
 	return h, nil
 }
 
+// raftConfig is the configuration of each partition's Raft: cfg's timeouts and snapshot
+// settings (a zero one keeps hashicorp/raft's default), and what this design needs of raft.
+func raftConfig(cfg HostConfig, logger hclog.Logger) *raft.Config {
+	rc := raft.DefaultConfig()
+	rc.LocalID = raft.ServerID(cfg.ServerID)
+	rc.Logger = logger
+	rc.HeartbeatTimeout = cfg.HeartbeatTimeout
+	rc.ElectionTimeout = cfg.ElectionTimeout
+	rc.LeaderLeaseTimeout = cfg.HeartbeatTimeout / 2
+	rc.SnapshotThreshold = cfg.SnapshotThreshold
+	if cfg.CommitTimeout > 0 {
+		rc.CommitTimeout = cfg.CommitTimeout
+	}
+	if cfg.SnapshotInterval > 0 {
+		rc.SnapshotInterval = cfg.SnapshotInterval
+	}
+	if cfg.TrailingLogs > 0 {
+		rc.TrailingLogs = cfg.TrailingLogs
+	}
+	rc.NoSnapshotRestoreOnStart = true // the FSM's state is already in Pebble
+	rc.BatchApplyCh = true
+	rc.MaxAppendEntries = 256
+	return rc
+}
+
 func (h *Host) openGroup(p uint32, advertise string, hlog hclog.Logger) (*group, error) {
 	fsm, err := h.cfg.Store.FSM(p)
 	if err != nil {
@@ -118,22 +147,7 @@ func (h *Host) openGroup(p uint32, advertise string, hlog hclog.Logger) (*group,
 	trans := raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
 		Stream: h.mux.Layer(p, advertise), MaxPool: 3, Timeout: 10 * time.Second, Logger: hlog,
 	})
-	rc := raft.DefaultConfig()
-	rc.LocalID = raft.ServerID(h.cfg.ServerID)
-	rc.Logger = hlog
-	rc.HeartbeatTimeout = h.cfg.HeartbeatTimeout
-	rc.ElectionTimeout = h.cfg.ElectionTimeout
-	rc.LeaderLeaseTimeout = h.cfg.HeartbeatTimeout / 2
-	rc.SnapshotThreshold = h.cfg.SnapshotThreshold
-	if h.cfg.SnapshotInterval > 0 {
-		rc.SnapshotInterval = h.cfg.SnapshotInterval
-	}
-	if h.cfg.TrailingLogs > 0 {
-		rc.TrailingLogs = h.cfg.TrailingLogs
-	}
-	rc.NoSnapshotRestoreOnStart = true // the FSM's state is already in Pebble
-	rc.BatchApplyCh = true
-	rc.MaxAppendEntries = 256
+	rc := raftConfig(h.cfg, hlog)
 	g := &group{p: p, fsm: fsm, trans: trans, notify: make(chan bool, 16)}
 	rc.NotifyCh = g.notify
 

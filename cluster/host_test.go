@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
 	"github.com/shardkeeper/shardkeeper/actors"
 	"github.com/shardkeeper/shardkeeper/persistence"
@@ -45,6 +46,28 @@ func TestHostAdvertisesAddress(t *testing.T) {
 		if len(servers) != 1 || servers[0].Address != RaftAddress(h.Addr(), "n1@abc") {
 			t.Fatalf("partition %d bootstrapped with %+v, want only %s", g.p, servers, RaftAddress(h.Addr(), "n1@abc"))
 		}
+	}
+}
+
+// raftConfig passes every setting through, and a zero one keeps hashicorp/raft's default.
+func TestRaftConfig(t *testing.T) {
+	cfg := HostConfig{ServerID: "n1@abc", HeartbeatTimeout: 300 * time.Millisecond, ElectionTimeout: 400 * time.Millisecond,
+		CommitTimeout: 700 * time.Millisecond, SnapshotThreshold: 32, SnapshotInterval: time.Second, TrailingLogs: 16}
+	rc := raftConfig(cfg, hclog.NewNullLogger())
+	if rc.LocalID != "n1@abc" || rc.HeartbeatTimeout != 300*time.Millisecond || rc.ElectionTimeout != 400*time.Millisecond ||
+		rc.LeaderLeaseTimeout != 150*time.Millisecond || rc.CommitTimeout != 700*time.Millisecond || rc.SnapshotThreshold != 32 ||
+		rc.SnapshotInterval != time.Second || rc.TrailingLogs != 16 || !rc.NoSnapshotRestoreOnStart || !rc.BatchApplyCh {
+		t.Fatalf("raftConfig(%+v) = %+v", cfg, rc)
+	}
+	if err := raft.ValidateConfig(rc); err != nil {
+		t.Fatal(err)
+	}
+	def := raft.DefaultConfig()
+	cfg.CommitTimeout, cfg.SnapshotInterval, cfg.TrailingLogs = 0, 0, 0
+	rc = raftConfig(cfg, hclog.NewNullLogger())
+	if rc.CommitTimeout != def.CommitTimeout || rc.SnapshotInterval != def.SnapshotInterval || rc.TrailingLogs != def.TrailingLogs {
+		t.Fatalf("zero settings gave %v %v %d, want raft's defaults %v %v %d", rc.CommitTimeout, rc.SnapshotInterval, rc.TrailingLogs,
+			def.CommitTimeout, def.SnapshotInterval, def.TrailingLogs)
 	}
 }
 

@@ -64,6 +64,7 @@ type Config struct {
 	ShutdownDrain        time.Duration // --shutdown-drain 2s: on SIGTERM, serve with Connection: close and fail /readyz this long first
 	RaftHeartbeatTimeout time.Duration // --raft-heartbeat-timeout 500ms, >= 50ms
 	RaftElectionTimeout  time.Duration // --raft-election-timeout 500ms, >= 50ms and >= the heartbeat timeout
+	RaftCommitTimeout    time.Duration // --raft-commit-timeout 500ms, >= 1ms: idle time before a leader tells followers its commit index
 	SnapshotThreshold    uint64        // --snapshot-threshold 8192: raft log entries between snapshots, >= 1
 	SnapshotInterval     time.Duration // --snapshot-interval 2m: how often the threshold is checked, > 0
 	RaftTrailingLogs     uint64        // --raft-trailing-logs 10240: log entries kept after a snapshot, >= 1
@@ -116,6 +117,7 @@ var options = []option{
 	durOpt("shutdown-drain", "2s", "on SIGTERM, keep serving this long with /readyz failing and connections closed after each response, so that clients and load balancers move away before the listener closes (0 disables)", func(c *Config) *time.Duration { return &c.ShutdownDrain }),
 	durOpt("raft-heartbeat-timeout", "500ms", "Raft heartbeat timeout (>= 50ms)", func(c *Config) *time.Duration { return &c.RaftHeartbeatTimeout }),
 	durOpt("raft-election-timeout", "500ms", "Raft election timeout (>= 50ms, >= --raft-heartbeat-timeout)", func(c *Config) *time.Duration { return &c.RaftElectionTimeout }),
+	durOpt("raft-commit-timeout", "500ms", "how long a partition's leader lets replication to a follower idle before it sends the follower its commit index anyway (>= 1ms); each partition does this for each follower, so shorter costs CPU on an idle cluster", func(c *Config) *time.Duration { return &c.RaftCommitTimeout }),
 	{name: "snapshot-threshold", def: "8192", usage: "Raft log entries between snapshots (>= 1)",
 		bind: func(c *Config) value { return uint64Value{&c.SnapshotThreshold} }},
 	durOpt("snapshot-interval", "2m", "how often each partition checks --snapshot-threshold (randomized up to twice this)", func(c *Config) *time.Duration { return &c.SnapshotInterval }),
@@ -526,6 +528,7 @@ func (c Config) Validate() error {
 		{"actor-idle-timeout", c.ActorIdleTimeout},
 		{"raft-heartbeat-timeout", c.RaftHeartbeatTimeout},
 		{"raft-election-timeout", c.RaftElectionTimeout},
+		{"raft-commit-timeout", c.RaftCommitTimeout},
 		{"snapshot-interval", c.SnapshotInterval},
 	}
 	if c.ShutdownDrain < 0 {
@@ -541,6 +544,9 @@ func (c Config) Validate() error {
 	}
 	if c.RaftElectionTimeout > 0 && c.RaftElectionTimeout < minRaftTimeout {
 		bad("raft-election-timeout", "must be at least %s, got %s", minRaftTimeout, c.RaftElectionTimeout)
+	}
+	if c.RaftCommitTimeout > 0 && c.RaftCommitTimeout < time.Millisecond {
+		bad("raft-commit-timeout", "must be at least 1ms, got %s", c.RaftCommitTimeout)
 	}
 	if c.RaftElectionTimeout >= minRaftTimeout && c.RaftElectionTimeout < c.RaftHeartbeatTimeout {
 		bad("raft-election-timeout", "%s is less than --raft-heartbeat-timeout %s", c.RaftElectionTimeout, c.RaftHeartbeatTimeout)

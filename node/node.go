@@ -118,7 +118,7 @@ func Start(cfg config.Config, opts Options) (n *Node, err error) {
 	if host, err = cluster.NewHost(cluster.HostConfig{
 		ServerID: n.serverID, RaftAddr: cfg.RaftAddr, AdvertiseHost: cfg.AdvertiseAddr, Partitions: cfg.Partitions,
 		SnapshotDir: filepath.Join(cfg.DataDir, "snapshots"), Store: n.store,
-		HeartbeatTimeout: cfg.RaftHeartbeatTimeout, ElectionTimeout: cfg.RaftElectionTimeout,
+		HeartbeatTimeout: cfg.RaftHeartbeatTimeout, ElectionTimeout: cfg.RaftElectionTimeout, CommitTimeout: cfg.RaftCommitTimeout,
 		SnapshotThreshold: cfg.SnapshotThreshold, SnapshotInterval: cfg.SnapshotInterval, TrailingLogs: cfg.RaftTrailingLogs,
 		BootstrapSelf: cfg.BootstrapExpect == 1 && len(cfg.Join) == 0,
 		OnLeadership:  n.runtime.SetLeader, Logger: logger, LogLevel: cfg.SlogLevel(),
