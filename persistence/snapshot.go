@@ -9,7 +9,6 @@ import (
 	"hash"
 	"hash/crc32"
 	"io"
-	"os"
 	"path/filepath"
 	"time"
 
@@ -122,14 +121,18 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 // restore writes the snapshot in r over the partition's state and returns its key count.
 func (f *FSM) restore(r io.Reader) (int, error) {
 	lo, hi := snapshotBounds(f.p)
-	if err := os.MkdirAll(restoreDir(f.s.dir), 0o755); err != nil {
+	fs := f.s.opts.FS
+	if err := fs.MkdirAll(restoreDir(f.s.dir), 0o755); err != nil {
 		return 0, err
 	}
 	path := filepath.Join(restoreDir(f.s.dir), fmt.Sprintf("p%04d.sst", f.p))
-	file, err := vfs.Default.Create(path, vfs.WriteCategoryUnspecified)
+	file, err := fs.Create(path, vfs.WriteCategoryUnspecified)
 	if err != nil {
 		return 0, err
 	}
+	// A successful ingestion moves the file into the database, except an empty one, which it
+	// skips; on failure the file stays. Either way nothing may be left behind.
+	defer func() { _ = fs.Remove(path) }()
 	w := sstable.NewWriter(objstorageprovider.NewFileWritable(file), f.s.opts.MakeWriterOptions(numLevels-1, f.s.db.TableFormat()))
 	prefix := lo[:len(lo)-1]
 	keys := 0
@@ -143,21 +146,10 @@ func (f *FSM) restore(r io.Reader) (int, error) {
 		return w.Set(key, v)
 	})
 	if err = errors.Join(err, w.Close()); err != nil { // Close syncs the file
-		_ = os.Remove(path)
 		return 0, err
 	}
-	if keys == 0 { // nothing to ingest: just clear the range
-		_ = os.Remove(path)
-		b := f.s.db.NewBatch()
-		defer b.Close()
-		if err := b.DeleteRange(lo, hi, nil); err != nil {
-			return 0, err
-		}
-		return 0, b.Commit(pebble.Sync)
-	}
-	// On success the ingestion moves the file into the database.
+	// An empty snapshot ingests nothing but still excises: the partition is emptied.
 	if _, err := f.s.db.IngestAndExcise(context.Background(), []string{path}, nil, nil, pebble.KeyRange{Start: lo, End: hi}); err != nil {
-		_ = os.Remove(path)
 		return 0, fmt.Errorf("ingest: %w", err)
 	}
 	return keys, nil

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 	"strconv"
 	"strings"
 
@@ -39,6 +38,10 @@ func Open(dir string, logger *slog.Logger) (*Store, error) {
 		Logger:             pebbleLogger{logger},
 		Cache:              cache,
 		MemTableSize:       64 << 20,
+		// A snapshot restore's ingestion flushes the memtable it overlaps. With Pebble's
+		// default of 2, a second flush queued behind it would stall every partition's
+		// writes; 4 (up to 256 MiB of memtables) leaves room.
+		MemTableStopWritesThreshold: 4,
 	}
 	// Bloom filters on every level: point reads of absent keys (a fresh nonce, an unknown
 	// device) are common and must not read data blocks.
@@ -53,7 +56,7 @@ func Open(dir string, logger *slog.Logger) (*Store, error) {
 	// A restore interrupted by a crash leaves its half-written sstable behind; it was never
 	// ingested, so it is garbage. Removed only once Pebble holds the directory's lock, so a
 	// second process on the same data directory cannot delete a running restore's file.
-	if err := os.RemoveAll(restoreDir(dir)); err != nil {
+	if err := opts.FS.RemoveAll(restoreDir(dir)); err != nil {
 		_ = db.Close()
 		return nil, fmt.Errorf("remove %s: %w", restoreDir(dir), err)
 	}
