@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"os"
 	"path/filepath"
 	"sync"
@@ -24,10 +23,10 @@ type HostConfig struct {
 	// ServerID is this node's Raft server id (persistence.Store.ServerID).
 	ServerID string
 	RaftAddr string // listen address of the shared Raft transport
-	// AdvertiseHost is the host (IP) other nodes dial, with RaftAddr's bound port; the bound
-	// host if empty.
-	AdvertiseHost string
-	Partitions    int
+	// Advertise maps the Raft listener's bound address to the one other nodes dial
+	// (config.Config.Advertised); nil: the bound address itself.
+	Advertise  func(bound string) string
+	Partitions int
 	// SnapshotDir holds each partition's Raft snapshots (one subdirectory per partition).
 	SnapshotDir string
 	Store       *persistence.Store
@@ -86,9 +85,8 @@ func NewHost(cfg HostConfig) (*Host, error) {
 		return nil, err
 	}
 	advertise := mux.Addr().String()
-	if cfg.AdvertiseHost != "" {
-		_, port, _ := net.SplitHostPort(advertise)
-		advertise = net.JoinHostPort(cfg.AdvertiseHost, port)
+	if cfg.Advertise != nil {
+		advertise = cfg.Advertise(advertise)
 	}
 	h := &Host{cfg: cfg, mux: mux, addr: advertise, stop: make(chan struct{})}
 	hlog := hclog.New(&hclog.LoggerOptions{

@@ -11,10 +11,11 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
 	"github.com/shardkeeper/shardkeeper/actors"
+	"github.com/shardkeeper/shardkeeper/config"
 	"github.com/shardkeeper/shardkeeper/persistence"
 )
 
-// A host listening on every interface advertises AdvertiseHost with its bound port, and a
+// A host listening on every interface advertises the address Advertise gives, and a
 // one-node cluster bootstraps every partition with that address, never 0.0.0.0.
 func TestHostAdvertisesAddress(t *testing.T) {
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -24,7 +25,7 @@ func TestHostAdvertisesAddress(t *testing.T) {
 	}
 	defer store.Close()
 	h, err := NewHost(HostConfig{
-		ServerID: "n1@abc", RaftAddr: "0.0.0.0:0", AdvertiseHost: "127.0.0.9", Partitions: 2,
+		ServerID: "n1@abc", RaftAddr: "0.0.0.0:0", Advertise: config.Config{AdvertiseAddr: "127.0.0.9"}.Advertised, Partitions: 2,
 		SnapshotDir: t.TempDir(), Store: store, HeartbeatTimeout: 100 * time.Millisecond,
 		ElectionTimeout: 100 * time.Millisecond, SnapshotThreshold: 1024, BootstrapSelf: true,
 		Logger: logger, LogLevel: slog.LevelError + 4,

@@ -103,7 +103,7 @@ func Start(cfg config.Config, opts Options) (n *Node, err error) {
 	n.system = actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger {
 		return logger.With("component", "protoactor")
 	}))
-	if n.remote, err = startRemote(n.system, cfg.RemoteAddr, cfg.AdvertiseAddr); err != nil {
+	if n.remote, err = startRemote(n.system, cfg.RemoteAddr, cfg.Advertised); err != nil {
 		return nil, err
 	}
 	// The runtime exists before the host so that no leadership notification is missed.
@@ -116,7 +116,7 @@ func Start(cfg config.Config, opts Options) (n *Node, err error) {
 		return nil, err
 	}
 	if host, err = cluster.NewHost(cluster.HostConfig{
-		ServerID: n.serverID, RaftAddr: cfg.RaftAddr, AdvertiseHost: cfg.AdvertiseAddr, Partitions: cfg.Partitions,
+		ServerID: n.serverID, RaftAddr: cfg.RaftAddr, Advertise: cfg.Advertised, Partitions: cfg.Partitions,
 		SnapshotDir: filepath.Join(cfg.DataDir, "snapshots"), Store: n.store,
 		HeartbeatTimeout: cfg.RaftHeartbeatTimeout, ElectionTimeout: cfg.RaftElectionTimeout, CommitTimeout: cfg.RaftCommitTimeout,
 		SnapshotThreshold: cfg.SnapshotThreshold, SnapshotInterval: cfg.SnapshotInterval, TrailingLogs: cfg.RaftTrailingLogs,
@@ -167,10 +167,10 @@ func Start(cfg config.Config, opts Options) (n *Node, err error) {
 	return n, nil
 }
 
-// startRemote starts protoactor remoting on addr (protoactor panics on a listen failure).
-// startRemote starts actor remoting on addr; advertise, when set, replaces its host in the
-// address other nodes send to (Validate makes sure the port is fixed then).
-func startRemote(system *actor.ActorSystem, addr, advertise string) (r *remote.Remote, err error) {
+// startRemote starts actor remoting on addr (protoactor panics on a listen failure);
+// advertised maps addr to the address other nodes send to (Validate makes sure the port is
+// fixed when that differs).
+func startRemote(system *actor.ActorSystem, addr string, advertised func(string) string) (r *remote.Remote, err error) {
 	host, portStr, err := net.SplitHostPort(addr)
 	if err != nil {
 		return nil, fmt.Errorf("remote address: %w", err)
@@ -190,8 +190,8 @@ func startRemote(system *actor.ActorSystem, addr, advertise string) (r *remote.R
 	// attempts, a request forwarded to a node that died while the connection was being set
 	// up waited about 10 s.
 	opts := []remote.ConfigOption{func(c *remote.Config) { c.MaxRetryCount = 1 }}
-	if advertise != "" {
-		opts = append(opts, remote.WithAdvertisedHost(net.JoinHostPort(advertise, portStr)))
+	if a := advertised(addr); a != addr {
+		opts = append(opts, remote.WithAdvertisedHost(a))
 	}
 	r = remote.NewRemote(system, remote.Configure(host, port, opts...))
 	r.Start()
