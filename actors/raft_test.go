@@ -44,7 +44,7 @@ func startRaftEnv(t testing.TB, dir string, kinds ...actors.Kind) *raftEnv {
 		ServerID: "n1", RaftAddr: "127.0.0.1:0", Partitions: testPartitions, SnapshotDir: dir + "/snapshots",
 		Store: store, HeartbeatTimeout: 100 * time.Millisecond, ElectionTimeout: 100 * time.Millisecond,
 		SnapshotThreshold: 1024, BootstrapSelf: true,
-		OnLeadership: e.rt.SetLeader, Logger: quietLogger(), LogLevel: 8,
+		OnLeadership: e.rt.SetLeader, Logger: quietLogger(),
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 	"path/filepath"
 	"sync"
 	"time"
@@ -50,8 +49,9 @@ type HostConfig struct {
 	// each time this node gains or loses a partition's leadership.
 	OnLeadership func(p uint32, leader bool)
 
-	Logger   *slog.Logger
-	LogLevel slog.Level
+	// Logger receives this host's lines and hashicorp/raft's (component=raft), at its
+	// handler's level.
+	Logger *slog.Logger
 }
 
 // Host runs this node's Raft groups, one per partition, all sharing one Store and one
@@ -89,9 +89,7 @@ func NewHost(cfg HostConfig) (*Host, error) {
 		advertise = cfg.Advertise(advertise)
 	}
 	h := &Host{cfg: cfg, mux: mux, addr: advertise, stop: make(chan struct{})}
-	hlog := hclog.New(&hclog.LoggerOptions{
-		Name: "raft", Output: os.Stderr, JSONFormat: true, Level: hclogLevel(cfg.LogLevel),
-	})
+	hlog := newHclog(cfg.Logger, "raft")
 	for p := range uint32(cfg.Partitions) {
 		g, err := h.openGroup(p, advertise, hlog.With("partition", p))
 		if err != nil {
@@ -359,19 +357,6 @@ func (h *Host) Close() error {
 	h.wg.Wait()
 	errs = append(errs, h.mux.Close())
 	return errors.Join(errs...)
-}
-
-func hclogLevel(l slog.Level) hclog.Level {
-	switch {
-	case l <= slog.LevelDebug:
-		return hclog.Debug
-	case l <= slog.LevelInfo:
-		return hclog.Info
-	case l <= slog.LevelWarn:
-		return hclog.Warn
-	default:
-		return hclog.Error
-	}
 }
 
 // Addr is the Raft address other nodes dial: the advertised host with the bound port.

@@ -28,7 +28,7 @@ func TestHostAdvertisesAddress(t *testing.T) {
 		ServerID: "n1@abc", RaftAddr: "0.0.0.0:0", Advertise: config.Config{AdvertiseAddr: "127.0.0.9"}.Advertised, Partitions: 2,
 		SnapshotDir: t.TempDir(), Store: store, HeartbeatTimeout: 100 * time.Millisecond,
 		ElectionTimeout: 100 * time.Millisecond, SnapshotThreshold: 1024, BootstrapSelf: true,
-		Logger: logger, LogLevel: slog.LevelError + 4,
+		Logger: logger,
 	})
 	if err != nil {
 		t.Fatal(err)

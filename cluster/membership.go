@@ -1,12 +1,9 @@
 package cluster
 
 import (
-	"bytes"
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"log"
 	"log/slog"
 	"net"
 	"sort"
@@ -14,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/memberlist"
 )
 
@@ -89,7 +87,7 @@ func StartMembership(cfg MembershipConfig) (*Membership, error) {
 	mc.Events = (*events)(m)
 	// A node restarting under the same name on another address must be able to rejoin.
 	mc.DeadNodeReclaimTime = 5 * time.Second
-	mc.Logger = log.New(&gossipLog{cfg.Logger}, "", 0)
+	mc.Logger = newHclog(cfg.Logger, "memberlist").StandardLogger(&hclog.StandardLoggerOptions{InferLevels: true})
 	if m.ml, err = memberlist.Create(mc); err != nil {
 		return nil, fmt.Errorf("start gossip on %s: %w", cfg.GossipAddr, err)
 	}
@@ -223,21 +221,3 @@ type events Membership
 func (e *events) NotifyJoin(n *memberlist.Node)   { (*Membership)(e).observe(n) }
 func (e *events) NotifyLeave(n *memberlist.Node)  { (*Membership)(e).observe(n) }
 func (e *events) NotifyUpdate(n *memberlist.Node) { (*Membership)(e).observe(n) }
-
-// gossipLog turns memberlist's log lines ("[WARN] memberlist: ...") into slog records.
-type gossipLog struct{ l *slog.Logger }
-
-func (g *gossipLog) Write(p []byte) (int, error) {
-	line := string(bytes.TrimSpace(p))
-	level := slog.LevelDebug
-	switch {
-	case bytes.Contains(p, []byte("[ERR]")):
-		level = slog.LevelError
-	case bytes.Contains(p, []byte("[WARN]")):
-		level = slog.LevelWarn
-	case bytes.Contains(p, []byte("[INFO]")):
-		level = slog.LevelInfo
-	}
-	g.l.Log(context.Background(), level, line, "component", "memberlist")
-	return len(p), nil
-}

@@ -121,7 +121,7 @@ func Start(cfg config.Config, opts Options) (n *Node, err error) {
 		HeartbeatTimeout: cfg.RaftHeartbeatTimeout, ElectionTimeout: cfg.RaftElectionTimeout, CommitTimeout: cfg.RaftCommitTimeout,
 		SnapshotThreshold: cfg.SnapshotThreshold, SnapshotInterval: cfg.SnapshotInterval, TrailingLogs: cfg.RaftTrailingLogs,
 		BootstrapSelf: cfg.BootstrapExpect == 1 && len(cfg.Join) == 0,
-		OnLeadership:  n.runtime.SetLeader, Logger: logger, LogLevel: cfg.SlogLevel(),
+		OnLeadership:  n.runtime.SetLeader, Logger: logger,
 	}); err != nil {
 		return nil, err
 	}
