@@ -63,15 +63,19 @@ type Host struct {
 	groups []*group
 	stop   chan struct{}
 	wg     sync.WaitGroup
+
+	watchMu  sync.Mutex
+	watchers []func(p uint32, leader string)
 }
 
 // group is one partition's Raft instance on this node.
 type group struct {
-	p      uint32
-	raft   *raft.Raft
-	fsm    *persistence.FSM
-	trans  *raft.NetworkTransport
-	notify chan bool
+	p       uint32
+	raft    *raft.Raft
+	fsm     *persistence.FSM
+	trans   *raft.NetworkTransport
+	notify  chan bool
+	leaders chan raft.Observation // LeaderObservations of this instance
 }
 
 // NewHost opens every partition's Raft group. It refuses to start when the Store was
@@ -163,6 +167,13 @@ func (h *Host) openGroup(p uint32, advertise string, hlog hclog.Logger) (*group,
 		trans.Close()
 		return nil, fmt.Errorf("start raft of partition %d: %w", p, err)
 	}
+	// Non-blocking: when watchers lag, raft drops observations rather than wait; the next
+	// change is observed again.
+	g.leaders = make(chan raft.Observation, 16)
+	g.raft.RegisterObserver(raft.NewObserver(g.leaders, false, func(o *raft.Observation) bool {
+		_, ok := o.Data.(raft.LeaderObservation)
+		return ok
+	}))
 	return g, nil
 }
 
@@ -174,10 +185,27 @@ func (h *Host) watchLeadership(g *group) {
 			if h.cfg.OnLeadership != nil {
 				h.cfg.OnLeadership(g.p, leader)
 			}
+		case o := <-g.leaders:
+			leader := string(o.Data.(raft.LeaderObservation).LeaderID)
+			h.watchMu.Lock()
+			watchers := h.watchers
+			h.watchMu.Unlock()
+			for _, fn := range watchers {
+				fn(g.p, leader)
+			}
 		case <-h.stop:
 			return
 		}
 	}
+}
+
+// WatchLeaders registers fn, called with each change of leader this node's Raft instance of
+// a partition observes ("" while it knows none), from one goroutine per partition, in order.
+// fn must not block.
+func (h *Host) WatchLeaders(fn func(p uint32, leader string)) {
+	h.watchMu.Lock()
+	defer h.watchMu.Unlock()
+	h.watchers = append(h.watchers[:len(h.watchers):len(h.watchers)], fn)
 }
 
 // Partitions is P.

@@ -26,7 +26,10 @@ type RouterConfig struct {
 	Replicas   int
 	// RequestTimeout is the deadline of a call whose context has none.
 	RequestTimeout time.Duration
-	Logger         *slog.Logger
+	// LeaderMovedGrace is how long a request forwarded to a partition's former leader may
+	// still wait after another node is observed leading the partition; 0: one second.
+	LeaderMovedGrace time.Duration
+	Logger           *slog.Logger
 }
 
 // Router sends a request to the node leading its actor's partition: locally into the
@@ -36,8 +39,13 @@ type RouterConfig struct {
 // partition reports. A node that does not replicate the partition asks a desired replica,
 // which answers NOT_LEADER with a hint. A NOT_LEADER answer means nothing ran, so it is
 // safe to re-send; any other failure of a forwarded request has an unknown outcome and is
-// returned as unavailable, never re-sent. A forwarded request whose connection is lost fails
-// then, not at its deadline (see inflight).
+// returned as unavailable, never re-sent. A forwarded request whose connection is lost, or
+// whose partition has been led by another node for LeaderMovedGrace, fails then, not at its
+// deadline (see inflight).
+//
+// Why the grace: leadership also moves away from live nodes (transfers to spread leaders, a
+// node shutting down), and those answer their requests at once (done, or NOT_LEADER to
+// re-send); only a frozen or cut-off node leaves them waiting.
 type Router struct {
 	cfg      RouterConfig
 	pid      *actor.PID
@@ -60,7 +68,28 @@ func StartRouter(cfg RouterConfig) (*Router, error) {
 			}
 		}
 	})
+	cfg.Host.WatchLeaders(r.leaderChanged)
 	return r, nil
+}
+
+// leaderChanged fails, after the grace, the requests of partition p still waiting on another
+// node than leader, if leader still leads p then (a later change decides for itself).
+func (r *Router) leaderChanged(p uint32, leader string) {
+	if leader == "" {
+		return
+	}
+	grace := r.cfg.LeaderMovedGrace
+	if grace <= 0 {
+		grace = time.Second
+	}
+	time.AfterFunc(grace, func() {
+		if r.cfg.Host.Leader(p) != leader {
+			return
+		}
+		for _, fut := range r.inflight.movedAway(p, leader) {
+			r.cfg.System.Root.Send(fut, &leaderMoved{p: p, leader: leader})
+		}
+	})
 }
 
 // Stop stops the router actor.
@@ -114,7 +143,7 @@ func (r *Router) Call(ctx context.Context, kind, id string, req actors.Request) 
 			}
 			continue
 		}
-		reply, err := r.forward(ctx, target, kind, id, req)
+		reply, err := r.forward(ctx, target, p, kind, id, req)
 		if err != nil {
 			return nil, err
 		}
@@ -162,7 +191,7 @@ func (r *Router) askReplica(p uint32, self string) (NodeMeta, bool) {
 	return NodeMeta{}, false
 }
 
-func (r *Router) forward(ctx context.Context, target NodeMeta, kind, id string, req actors.Request) (*routepb.ForwardReply, error) {
+func (r *Router) forward(ctx context.Context, target NodeMeta, p uint32, kind, id string, req actors.Request) (*routepb.ForwardReply, error) {
 	deadline, _ := ctx.Deadline()
 	timeout := time.Until(deadline)
 	if timeout <= 0 {
@@ -170,14 +199,18 @@ func (r *Router) forward(ctx context.Context, target NodeMeta, kind, id string, 
 	}
 	msg := &routepb.Forward{Kind: kind, Id: id, Method: req.Method, Body: req.Body, DeadlineUnixMs: deadline.UnixMilli()}
 	fut := r.cfg.System.Root.RequestFuture(actor.NewPID(target.Remote, routerName), msg, timeout)
-	r.inflight.add(target.Remote, fut.PID())
+	r.inflight.add(fut.PID(), forwardTarget{addr: target.Remote, serverID: target.ServerID, p: p})
 	res, err := fut.Result()
-	r.inflight.remove(target.Remote, fut.PID())
+	r.inflight.remove(fut.PID())
 	if err != nil {
 		return nil, actors.Unavailable("forward to %s: %v (outcome unknown)", target.ID, err)
 	}
-	if lost, ok := res.(*connectionLost); ok {
-		return nil, actors.Unavailable("forward to %s: connection to %s lost (outcome unknown)", target.ID, lost.addr)
+	switch res := res.(type) {
+	case *connectionLost:
+		return nil, actors.Unavailable("forward to %s: connection to %s lost (outcome unknown)", target.ID, res.addr)
+	case *leaderMoved:
+		return nil, actors.Unavailable("forward to %s: partition %d is led by %s now and %s did not answer (outcome unknown)",
+			target.ID, res.p, res.leader, target.ID)
 	}
 	reply, ok := res.(*routepb.ForwardReply)
 	if !ok {

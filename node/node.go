@@ -144,7 +144,8 @@ func Start(cfg config.Config, opts Options) (n *Node, err error) {
 	})
 	if n.router, err = cluster.StartRouter(cluster.RouterConfig{
 		Host: host, Membership: n.membership, Runtime: n.runtime, System: n.system,
-		Replicas: cfg.Replicas, RequestTimeout: cfg.RequestTimeout, Logger: logger,
+		Replicas: cfg.Replicas, RequestTimeout: cfg.RequestTimeout, LeaderMovedGrace: 2 * cfg.RaftElectionTimeout,
+		Logger: logger,
 	}); err != nil {
 		return nil, err
 	}

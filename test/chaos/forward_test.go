@@ -21,6 +21,19 @@ import (
 // (outcome unknown: the request might have run) within a few seconds, far inside the 20 s
 // request deadline the nodes run with here.
 func TestForwardFailsWhenLeaderDies(t *testing.T) {
+	testForwardToFrozenLeader(t, true, "connection to")
+}
+
+// TestForwardFailsWhenLeaderFreezes is the same with X left frozen: no connection closes, but
+// the other nodes elect a new leader of p, and Y must fail the request waiting on X a grace
+// period (two election timeouts) after it sees the new leader, not at the deadline.
+func TestForwardFailsWhenLeaderFreezes(t *testing.T) {
+	testForwardToFrozenLeader(t, false, "is led by")
+}
+
+// testForwardToFrozenLeader freezes X, then kills it if kill is set, and checks the answer
+// and that its message names the mechanism that failed it (why).
+func testForwardToFrozenLeader(t *testing.T, kill bool, why string) {
 	const deadline = 20 * time.Second
 	c := startClusterBinding(t, false, "--request-timeout", deadline.String())
 	hc := &http.Client{Timeout: 2 * deadline}
@@ -61,6 +74,12 @@ func TestForwardFailsWhenLeaderDies(t *testing.T) {
 			}
 		}
 	}
+	// Y forwards a read to X first, so that it has a connection to X to lose.
+	if resp, err := hc.Get(Y.URL("/v1/nonces/" + nonce)); err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("read through %s: %v %v", Y.Config.NodeID, resp, err)
+	} else {
+		resp.Body.Close()
+	}
 	c.note("SIGSTOP %s, leader of partition %d; consume through %s", X.Config.NodeID, p, Y.Config.NodeID)
 	X.Stop()
 	type answer struct {
@@ -73,18 +92,23 @@ func TestForwardFailsWhenLeaderDies(t *testing.T) {
 		status, body := post(Y.URL("/v1/nonces/"+nonce+"/consume"), `{"org_id":"chaos","request_id":"forward-test"}`)
 		done <- answer{status, body, time.Now()}
 	}()
-	// Let the forward reach X's socket before X dies (X is frozen: it cannot answer either way).
-	time.Sleep(200 * time.Millisecond)
-	killed := time.Now()
-	X.Kill()
-	c.note("SIGKILL %s", X.Config.NodeID)
+	fault, since := "freeze", time.Now()
+	if kill {
+		// Let the forward reach X's socket before X dies (X is frozen: it cannot answer either way).
+		time.Sleep(200 * time.Millisecond)
+		fault, since = "kill", time.Now()
+		X.Kill()
+		c.note("SIGKILL %s", X.Config.NodeID)
+	} else {
+		defer X.Cont()
+	}
 	a := <-done
-	took := a.at.Sub(killed)
-	t.Logf("consume through %s: %d %s, %v after the kill", Y.Config.NodeID, a.status, a.body, took.Round(time.Millisecond))
-	if a.status != http.StatusServiceUnavailable || !strings.Contains(a.body, "unavailable") {
-		t.Errorf("consume forwarded to the dead leader: %d %s, want 503 unavailable", a.status, a.body)
+	took := a.at.Sub(since)
+	t.Logf("consume through %s: %d %s, %v after the %s", Y.Config.NodeID, a.status, a.body, took.Round(time.Millisecond), fault)
+	if a.status != http.StatusServiceUnavailable || !strings.Contains(a.body, "unavailable") || !strings.Contains(a.body, why) {
+		t.Errorf("consume forwarded to the lost leader: %d %s, want 503 unavailable, %q", a.status, a.body, why)
 	}
 	if took > deadline/4 {
-		t.Errorf("consume forwarded to the dead leader answered %v after the kill; want well within the %v deadline", took, deadline)
+		t.Errorf("consume forwarded to the lost leader answered %v after the %s; want well within the %v deadline", took, fault, deadline)
 	}
 }
