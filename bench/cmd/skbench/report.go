@@ -56,13 +56,13 @@ func newRow(workload, system string, r load.Result) row {
 
 // withUsage adds the run's CPU figures to r.
 func (r row) withUsage(u usage) row {
-	perOp := func(cores float64) float64 { return math.Round(cores/r.OpsPerS*1e6) / 1e3 } // ms, µs precision
-	if u.serverOK && r.OpsPerS > 0 {
-		r.ServerCPUms = perOp(u.serverCores)
+	perOp := func(ok bool, cores float64) float64 { // ms, µs precision; 0: not measured
+		if !ok || r.OpsPerS <= 0 {
+			return 0
+		}
+		return math.Round(cores/r.OpsPerS*1e6) / 1e3
 	}
-	if u.genOK && r.OpsPerS > 0 {
-		r.ClientCPUms = perOp(u.genCores)
-	}
+	r.ServerCPUms, r.ClientCPUms = perOp(u.serverOK, u.serverCores), perOp(u.genOK, u.genCores)
 	if u.idleOK {
 		idle := math.Round(u.idle*1000) / 10
 		r.IdlePct = &idle
