@@ -12,8 +12,11 @@ import (
 // Member is one cluster member as /v1/cluster reports it.
 type Member struct {
 	NodeID   string `json:"node_id"`
-	State    string `json:"state"`
-	HTTPAddr string `json:"http_addr"`
+	ServerID string `json:"server_id"` // Raft server id: node id @ data directory incarnation
+	State    string `json:"state"`     // alive, suspect, failed or left, as gossip sees it
+	// StateSince is when the member entered State, as observed by the answering node (Unix ms).
+	StateSince int64  `json:"state_since"`
+	HTTPAddr   string `json:"http_addr"`
 }
 
 // ClusterView is what the operational endpoints need from the node.
@@ -21,7 +24,8 @@ type ClusterView interface {
 	NodeID() string
 	Members() []Member
 	Partitions() []cluster.PartitionStatus
-	// Ready is nil when this node is a member and every partition has a leader that serves.
+	// Ready is nil when this node is a member and every partition has a known leader (and
+	// those led here serve).
 	Ready() error
 	// StateHashes reports, per partition, this replica's applied index and state hash.
 	StateHashes() ([]PartitionHash, error)

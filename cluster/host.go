@@ -45,8 +45,7 @@ type HostConfig struct {
 	// bootstrap later, through Host.Bootstrap, once enough members are known.
 	BootstrapSelf bool
 
-	// OnLeadership is called, in order per partition and from one goroutine per partition,
-	// each time this node gains or loses a partition's leadership.
+	// OnLeadership, when set, makes NewHost call Start with it.
 	OnLeadership func(p uint32, leader bool)
 
 	// Logger receives this host's lines and hashicorp/raft's (component=raft), at its
@@ -64,6 +63,9 @@ type Host struct {
 	stop   chan struct{}
 	wg     sync.WaitGroup
 
+	started      sync.Once
+	onLeadership func(p uint32, leader bool)
+
 	watchMu  sync.Mutex
 	watchers []func(p uint32, leader string)
 }
@@ -73,9 +75,11 @@ type group struct {
 	p       uint32
 	raft    *raft.Raft
 	fsm     *persistence.FSM
-	trans   *raft.NetworkTransport
+	trans   *progressTransport
 	notify  chan bool
 	leaders chan raft.Observation // LeaderObservations of this instance
+	// progress is the followers' replication as this node saw it while leading.
+	progress progress
 }
 
 // NewHost opens every partition's Raft group. It refuses to start when the Store was
@@ -102,11 +106,24 @@ func NewHost(cfg HostConfig) (*Host, error) {
 		}
 		h.groups = append(h.groups, g)
 	}
-	for _, g := range h.groups {
-		h.wg.Add(1)
-		go h.watchLeadership(g)
+	if cfg.OnLeadership != nil {
+		h.Start(cfg.OnLeadership)
 	}
 	return h, nil
+}
+
+// Start begins reporting leadership: onLeadership is called, in order per partition and from
+// one goroutine per partition, each time this node gains or loses a partition's leadership
+// (changes before Start are buffered). It lets the runtime that proposes through the Host be
+// built after it.
+func (h *Host) Start(onLeadership func(p uint32, leader bool)) {
+	h.started.Do(func() {
+		h.onLeadership = onLeadership
+		for _, g := range h.groups {
+			h.wg.Add(1)
+			go h.watchLeadership(g)
+		}
+	})
 }
 
 // raftConfig is the configuration of each partition's Raft: cfg's timeouts and snapshot
@@ -144,11 +161,12 @@ func (h *Host) openGroup(p uint32, advertise string, hlog hclog.Logger) (*group,
 	if err != nil {
 		return nil, fmt.Errorf("partition %d snapshot store: %w", p, err)
 	}
-	trans := raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
+	g := &group{p: p, fsm: fsm, notify: make(chan bool, 16)}
+	trans := &progressTransport{NetworkTransport: raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
 		Stream: h.mux.Layer(p, advertise), MaxPool: 3, Timeout: 10 * time.Second, Logger: hlog,
-	})
+	}), progress: &g.progress}
+	g.trans = trans
 	rc := raftConfig(h.cfg, hlog)
-	g := &group{p: p, fsm: fsm, trans: trans, notify: make(chan bool, 16)}
 	rc.NotifyCh = g.notify
 
 	has, err := raft.HasExistingState(logs, stable, snaps)
@@ -182,8 +200,11 @@ func (h *Host) watchLeadership(g *group) {
 	for {
 		select {
 		case leader := <-g.notify:
-			if h.cfg.OnLeadership != nil {
-				h.cfg.OnLeadership(g.p, leader)
+			if leader {
+				g.progress.reset()
+			}
+			if h.onLeadership != nil {
+				h.onLeadership(g.p, leader)
 			}
 		case o := <-g.leaders:
 			leader := string(o.Data.(raft.LeaderObservation).LeaderID)
@@ -257,30 +278,50 @@ func (h *Host) LastTime(p uint32) int64 { return h.groups[p].fsm.LastTime() }
 // persistence.FSM.StateHash).
 func (h *Host) StateHash(p uint32) (uint64, [32]byte, error) { return h.groups[p].fsm.StateHash() }
 
-// PartitionStatus describes one partition as this node sees it.
-type PartitionStatus struct {
-	ID           uint32   `json:"id"`
-	Leader       string   `json:"leader"`
-	Replicas     []string `json:"replicas"`
-	AppliedIndex uint64   `json:"applied_index"`
+// PartitionInfo is partition p as this node's Raft instance knows it.
+type PartitionInfo struct {
+	ID uint32
+	// Replica is true when this node is in the partition's latest configuration.
+	Replica bool
+	// Leader is the leader's server id, "" when this instance knows none.
+	Leader      string
+	Term        uint64
+	Servers     []raft.Server
+	Applied     uint64 // applied on this node
+	Commit      uint64
+	LastIndex   uint64
+	LastContact time.Time // followers: the leader's last contact
+	// Match holds, on the leader, each follower's acknowledged log index (see progress).
+	Match map[raft.ServerID]uint64
 }
 
-// Status reports every partition's leader, replicas and applied index.
-func (h *Host) Status() []PartitionStatus {
-	out := make([]PartitionStatus, len(h.groups))
-	for i, g := range h.groups {
-		_, leader := g.raft.LeaderWithID()
-		st := PartitionStatus{ID: g.p, Leader: persistence.NodeOfServer(string(leader)), Replicas: []string{},
-			AppliedIndex: g.fsm.AppliedIndex()}
-		if f := g.raft.GetConfiguration(); f.Error() == nil {
-			for _, s := range f.Configuration().Servers {
-				st.Replicas = append(st.Replicas, persistence.NodeOfServer(string(s.ID)))
+// Info reports partition p as this node's Raft instance knows it.
+func (h *Host) Info(p uint32) PartitionInfo {
+	g := h.groups[p]
+	_, leader := g.raft.LeaderWithID()
+	in := PartitionInfo{ID: p, Leader: string(leader), Term: g.raft.CurrentTerm(), Applied: g.fsm.AppliedIndex(),
+		Commit: g.raft.CommitIndex(), LastIndex: g.raft.LastIndex(), LastContact: g.raft.LastContact()}
+	if f := g.raft.GetConfiguration(); f.Error() == nil {
+		in.Servers = f.Configuration().Servers
+	}
+	for _, s := range in.Servers {
+		if string(s.ID) == h.cfg.ServerID {
+			in.Replica = true
+		}
+	}
+	if in.Leader == h.cfg.ServerID {
+		in.Match = map[raft.ServerID]uint64{}
+		for _, s := range in.Servers {
+			if m, ok := g.progress.Match(s.ID); ok {
+				in.Match[s.ID] = m
 			}
 		}
-		out[i] = st
 	}
-	return out
+	return in
 }
+
+// ServerID is this node's Raft server id.
+func (h *Host) ServerID() string { return h.cfg.ServerID }
 
 // HasState reports whether any partition has Raft state on this node.
 func (h *Host) HasState() bool {
@@ -313,6 +354,23 @@ func (h *Host) Leader(p uint32) string {
 
 // IsLeader reports whether this node leads partition p.
 func (h *Host) IsLeader(p uint32) bool { return h.groups[p].raft.State() == raft.Leader }
+
+// Change carries out a reconciler's decision on partition p, which this node leads.
+func (h *Host) Change(p uint32, a Action) error {
+	const timeout = 5 * time.Second
+	r := h.groups[p].raft
+	switch a.Kind {
+	case RemoveServer:
+		return r.RemoveServer(a.Server, 0, timeout).Error()
+	case AddNonvoter:
+		return r.AddNonvoter(a.Server, a.Address, 0, timeout).Error()
+	case PromoteVoter:
+		return r.AddVoter(a.Server, a.Address, 0, timeout).Error()
+	case TransferLeadership:
+		return r.LeadershipTransferToServer(a.Server, a.Address).Error()
+	}
+	return nil
+}
 
 // Leading counts the partitions this node leads.
 func (h *Host) Leading() int {

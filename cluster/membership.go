@@ -2,13 +2,13 @@ package cluster
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"sort"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -31,13 +31,35 @@ type NodeMeta struct {
 	Bootstrapped bool `json:"boot,omitempty"`
 	// Leading counts the partitions this node leads (for leadership balancing).
 	Leading int `json:"lead,omitempty"`
+	// Leaving is set just before a graceful leave, so that the others tell "left" from
+	// "failed" (memberlist reports both through NotifyLeave).
+	Leaving bool `json:"leaving,omitempty"`
 }
+
+// Member states, as gossip shows them.
+const (
+	StateAlive   = "alive"
+	StateSuspect = "suspect" // no heartbeat heard for SuspectAfter; still a member
+	StateFailed  = "failed"  // memberlist declared it dead
+	StateLeft    = "left"    // it left gracefully
+)
 
 // Member is a node as this node's membership view sees it.
 type Member struct {
 	NodeMeta
-	State string    // alive, suspect, dead or left
-	Since time.Time // when it entered that state (as observed here)
+	State string
+	Since time.Time // when it entered State (as observed here)
+}
+
+// Gone reports whether the member is failed or left.
+func (m Member) Gone() bool { return m.State == StateFailed || m.State == StateLeft }
+
+// GossipHandler receives the gossip that is not membership: broadcasts of other members and
+// the full-state exchange memberlist runs with one member at a time (push-pull, also on join).
+type GossipHandler interface {
+	Receive(msg []byte)
+	LocalState() []byte
+	MergeState(buf []byte)
 }
 
 // MembershipConfig configures gossip.
@@ -47,20 +69,50 @@ type MembershipConfig struct {
 	// AdvertiseIP is the IP other members reach this one at (with the bound port); the
 	// bind host if empty.
 	AdvertiseIP string
-	Logger      *slog.Logger
+	// Heartbeat is how often this node gossips a heartbeat (default 1s); a member not heard
+	// from for SuspectAfter (default 5s) is shown suspect until memberlist decides.
+	Heartbeat    time.Duration
+	SuspectAfter time.Duration
+	Logger       *slog.Logger
 }
 
-// Membership is this node's memberlist: failure detection and the metadata of every node.
-// Safe for concurrent use.
+// Membership is this node's memberlist: failure detection, the metadata of every node and a
+// broadcast channel for other gossip (see GossipHandler). Safe for concurrent use.
+//
+// memberlist hands out nodes without their state (memberlist.Node.State is never set on
+// them), so states come from its events: NotifyJoin is alive, NotifyLeave is left when the
+// member had announced Leaving and failed otherwise. memberlist does not report suspicion at
+// all; a member whose heartbeats stopped is shown suspect, which for a crashed node comes a
+// few seconds before memberlist declares it failed.
 type Membership struct {
-	ml     *memberlist.Memberlist
-	logger *slog.Logger
+	cfg     MembershipConfig
+	ml      *memberlist.Memberlist
+	queue   *memberlist.TransmitLimitedQueue
+	handler atomic.Pointer[GossipHandler]
+	stop    chan struct{}
+	stopped sync.Once
+	wg      sync.WaitGroup
 
 	mu      sync.Mutex
 	local   NodeMeta
-	members map[string]*Member
+	members map[string]*memberState
 	subs    []chan struct{}
 }
+
+// memberState is what this node knows of one member. Guarded by Membership.mu.
+type memberState struct {
+	meta       NodeMeta
+	gone       string // "", StateFailed or StateLeft
+	goneAt     time.Time
+	aliveSince time.Time
+	heard      time.Time // last heartbeat (or join)
+}
+
+// Message types of the gossip channel; the first byte of every broadcast.
+const (
+	msgHeartbeat byte = 'h'
+	msgUser      byte = 'u' // for the GossipHandler
+)
 
 // StartMembership binds the gossip listener. Call Join to contact existing members.
 func StartMembership(cfg MembershipConfig) (*Membership, error) {
@@ -72,7 +124,15 @@ func StartMembership(cfg MembershipConfig) (*Membership, error) {
 	if err != nil {
 		return nil, fmt.Errorf("gossip port: %w", err)
 	}
-	m := &Membership{logger: cfg.Logger, local: cfg.Meta, members: map[string]*Member{}}
+	if cfg.Heartbeat <= 0 {
+		cfg.Heartbeat = time.Second
+	}
+	if cfg.SuspectAfter <= 0 {
+		cfg.SuspectAfter = 5 * time.Second
+	}
+	now := time.Now()
+	m := &Membership{cfg: cfg, local: cfg.Meta, stop: make(chan struct{}),
+		members: map[string]*memberState{cfg.Meta.ID: {meta: cfg.Meta, aliveSince: now, heard: now}}}
 	if b, err := json.Marshal(cfg.Meta); err != nil || len(b) > memberlist.MetaMaxSize {
 		return nil, fmt.Errorf("node metadata of %d bytes exceeds %d", len(b), memberlist.MetaMaxSize)
 	}
@@ -88,10 +148,28 @@ func StartMembership(cfg MembershipConfig) (*Membership, error) {
 	// A node restarting under the same name on another address must be able to rejoin.
 	mc.DeadNodeReclaimTime = 5 * time.Second
 	mc.Logger = newHclog(cfg.Logger, "memberlist").StandardLogger(&hclog.StandardLoggerOptions{InferLevels: true})
+	m.queue = &memberlist.TransmitLimitedQueue{RetransmitMult: mc.RetransmitMult, NumNodes: func() int {
+		if m.ml == nil {
+			return 1
+		}
+		return m.ml.NumMembers()
+	}}
 	if m.ml, err = memberlist.Create(mc); err != nil {
 		return nil, fmt.Errorf("start gossip on %s: %w", cfg.GossipAddr, err)
 	}
+	m.wg.Add(1)
+	go m.heartbeat()
 	return m, nil
+}
+
+// Handle sets the receiver of non-membership gossip. Messages that arrive before are dropped
+// (the next full-state exchange brings what they said).
+func (m *Membership) Handle(h GossipHandler) { m.handler.Store(&h) }
+
+// Broadcast gossips msg to every member. A later broadcast with the same key replaces this
+// one if it has not been sent yet.
+func (m *Membership) Broadcast(key string, msg []byte) {
+	m.queue.QueueBroadcast(&broadcast{name: key, msg: append([]byte{msgUser}, msg...)})
 }
 
 // Join contacts existing members; it succeeds if any of them answers.
@@ -118,32 +196,46 @@ func (m *Membership) Update(fn func(*NodeMeta)) {
 	before := m.local
 	fn(&m.local)
 	changed := before != m.local
+	m.members[m.local.ID].meta = m.local
 	m.mu.Unlock()
 	if changed {
 		if err := m.ml.UpdateNode(time.Second); err != nil {
-			m.logger.Warn("gossip metadata update", "error", err)
+			m.cfg.Logger.Warn("gossip metadata update", "error", err)
 		}
 	}
 }
 
-// Members returns every node ever seen, sorted by id, with its state.
+// Members returns every node ever seen (this one included), sorted by id, with its state.
 func (m *Membership) Members() []Member {
+	now := time.Now()
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	out := make([]Member, 0, len(m.members))
-	for _, mem := range m.members {
-		out = append(out, *mem)
+	for _, s := range m.members {
+		out = append(out, m.member(s, now))
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
 	return out
 }
 
-// Alive returns the metadata of alive members (suspect counts as alive: memberlist is slow
-// to decide and Raft, not gossip, decides who leads).
+// member derives s's state at now. Caller holds m.mu.
+func (m *Membership) member(s *memberState, now time.Time) Member {
+	switch {
+	case s.gone != "":
+		return Member{NodeMeta: s.meta, State: s.gone, Since: s.goneAt}
+	case s.meta.ID != m.local.ID && now.Sub(s.heard) > m.cfg.SuspectAfter:
+		return Member{NodeMeta: s.meta, State: StateSuspect, Since: s.heard.Add(m.cfg.SuspectAfter)}
+	default:
+		return Member{NodeMeta: s.meta, State: StateAlive, Since: s.aliveSince}
+	}
+}
+
+// Alive returns the metadata of the members that are alive or suspect (memberlist is slow
+// to decide, and Raft, not gossip, decides who leads).
 func (m *Membership) Alive() []NodeMeta {
 	var out []NodeMeta
 	for _, mem := range m.Members() {
-		if mem.State == "alive" || mem.State == "suspect" {
+		if !mem.Gone() {
 			out = append(out, mem.NodeMeta)
 		}
 	}
@@ -159,39 +251,84 @@ func (m *Membership) Changes() <-chan struct{} {
 	return ch
 }
 
-// Leave announces departure and stops gossip.
+// Leave announces departure (members then show this node as left, not failed) and stops
+// gossip. A timeout means some members may only learn of it by failure detection.
 func (m *Membership) Leave(timeout time.Duration) error {
+	m.Update(func(meta *NodeMeta) { meta.Leaving = true })
 	err := m.ml.Leave(timeout)
-	return errors.Join(err, m.ml.Shutdown())
+	if serr := m.Shutdown(); err == nil {
+		err = serr
+	}
+	return err
 }
 
 // Shutdown stops gossip without announcing (as a crash would).
-func (m *Membership) Shutdown() error { return m.ml.Shutdown() }
+func (m *Membership) Shutdown() error {
+	m.stopped.Do(func() { close(m.stop) })
+	m.wg.Wait()
+	return m.ml.Shutdown()
+}
 
-func (m *Membership) observe(n *memberlist.Node) {
+func (m *Membership) heartbeat() {
+	defer m.wg.Done()
+	t := time.NewTicker(m.cfg.Heartbeat)
+	defer t.Stop()
+	msg := append([]byte{msgHeartbeat}, m.cfg.Meta.ID...)
+	for {
+		m.queue.QueueBroadcast(&broadcast{name: "heartbeat", msg: msg})
+		select {
+		case <-m.stop:
+			return
+		case <-t.C:
+		}
+	}
+}
+
+func (m *Membership) heard(id string) {
+	now := time.Now()
+	m.mu.Lock()
+	if s, ok := m.members[id]; ok && s.gone == "" {
+		if now.Sub(s.heard) > m.cfg.SuspectAfter {
+			s.aliveSince = now // back from suspect
+		}
+		s.heard = now
+	}
+	m.mu.Unlock()
+}
+
+// observe records a memberlist event: alive (join or update) or gone (leave).
+func (m *Membership) observe(n *memberlist.Node, gone bool) {
 	var meta NodeMeta
 	if err := json.Unmarshal(n.Meta, &meta); err != nil || meta.ID == "" {
-		m.logger.Warn("gossip member with unreadable metadata", "node", n.Name, "error", err)
+		m.cfg.Logger.Warn("gossip member with unreadable metadata", "node", n.Name, "error", err)
 		return
 	}
-	state := map[memberlist.NodeStateType]string{
-		memberlist.StateAlive: "alive", memberlist.StateSuspect: "suspect",
-		memberlist.StateDead: "dead", memberlist.StateLeft: "left",
-	}[n.State]
+	now := time.Now()
 	m.mu.Lock()
-	prev := m.members[meta.ID]
-	if prev == nil || prev.State != state || prev.NodeMeta != meta {
-		since := time.Now()
-		if prev != nil && prev.State == state {
-			since = prev.Since
-		}
-		m.members[meta.ID] = &Member{NodeMeta: meta, State: state, Since: since}
-		if prev == nil || prev.State != state || prev.ServerID != meta.ServerID {
-			m.logger.Info("member changed", "node", meta.ID, "state", state, "server_id", meta.ServerID)
-		}
+	s, known := m.members[meta.ID]
+	if !known {
+		s = &memberState{aliveSince: now, heard: now}
+		m.members[meta.ID] = s
 	}
+	before := m.member(s, now)
+	if meta.ID != m.local.ID {
+		s.meta = meta
+	}
+	switch {
+	case gone && s.gone == "":
+		s.gone, s.goneAt = StateFailed, now
+		if s.meta.Leaving {
+			s.gone = StateLeft
+		}
+	case !gone && s.gone != "":
+		s.gone, s.aliveSince, s.heard = "", now, now // rejoined
+	}
+	after := m.member(s, now)
 	subs := m.subs
 	m.mu.Unlock()
+	if !known || before.State != after.State || before.ServerID != after.ServerID {
+		m.cfg.Logger.Info("member changed", "node", meta.ID, "state", after.State, "server_id", meta.ServerID)
+	}
 	for _, ch := range subs {
 		select {
 		case ch <- struct{}{}:
@@ -211,13 +348,54 @@ func (d *delegate) NodeMeta(limit int) []byte {
 	}
 	return b
 }
-func (d *delegate) NotifyMsg([]byte)                           {}
-func (d *delegate) GetBroadcasts(overhead, limit int) [][]byte { return nil }
-func (d *delegate) LocalState(join bool) []byte                { return nil }
-func (d *delegate) MergeRemoteState(buf []byte, join bool)     {}
+
+func (d *delegate) NotifyMsg(buf []byte) {
+	if len(buf) == 0 {
+		return
+	}
+	switch buf[0] {
+	case msgHeartbeat:
+		(*Membership)(d).heard(string(buf[1:]))
+	case msgUser:
+		if h := d.handler.Load(); h != nil {
+			(*h).Receive(append([]byte(nil), buf[1:]...))
+		}
+	}
+}
+
+func (d *delegate) GetBroadcasts(overhead, limit int) [][]byte {
+	return d.queue.GetBroadcasts(overhead, limit)
+}
+
+func (d *delegate) LocalState(join bool) []byte {
+	if h := d.handler.Load(); h != nil {
+		return (*h).LocalState()
+	}
+	return nil
+}
+
+func (d *delegate) MergeRemoteState(buf []byte, join bool) {
+	if h := d.handler.Load(); h != nil && len(buf) > 0 {
+		(*h).MergeState(append([]byte(nil), buf...))
+	}
+}
 
 type events Membership
 
-func (e *events) NotifyJoin(n *memberlist.Node)   { (*Membership)(e).observe(n) }
-func (e *events) NotifyLeave(n *memberlist.Node)  { (*Membership)(e).observe(n) }
-func (e *events) NotifyUpdate(n *memberlist.Node) { (*Membership)(e).observe(n) }
+func (e *events) NotifyJoin(n *memberlist.Node)   { (*Membership)(e).observe(n, false) }
+func (e *events) NotifyLeave(n *memberlist.Node)  { (*Membership)(e).observe(n, true) }
+func (e *events) NotifyUpdate(n *memberlist.Node) { (*Membership)(e).observe(n, false) }
+
+// broadcast is one queued gossip message; a newer one of the same name replaces it.
+type broadcast struct {
+	name string
+	msg  []byte
+}
+
+func (b *broadcast) Invalidates(o memberlist.Broadcast) bool {
+	ob, ok := o.(*broadcast)
+	return ok && ob.name == b.name
+}
+func (b *broadcast) Name() string    { return b.name }
+func (b *broadcast) Message() []byte { return b.msg }
+func (b *broadcast) Finished()       {}

@@ -40,3 +40,23 @@ func Desired(p uint32, nodes []NodeMeta, r int) []NodeMeta {
 	}
 	return out
 }
+
+// BootstrapReplicas is the first configuration of partition p in a new cluster, written by
+// the bootstrapping node self alone: the desired replicas, with self in place of the last one
+// when it is not among them. The others hold no Raft state yet and only follow a leader, so
+// a configuration without the node that wrote it could never elect one; the reconciler then
+// moves the partition to its desired replicas (the partition is empty, so at no cost).
+func BootstrapReplicas(p uint32, nodes []NodeMeta, r int, self string) []NodeMeta {
+	out := Desired(p, nodes, r)
+	for _, d := range out {
+		if d.ID == self {
+			return out
+		}
+	}
+	for _, n := range nodes {
+		if n.ID == self && len(out) > 0 {
+			out[len(out)-1] = n
+		}
+	}
+	return out
+}

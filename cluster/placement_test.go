@@ -79,3 +79,19 @@ func TestDesiredSpreadsEvenly(t *testing.T) {
 		}
 	}
 }
+
+// The bootstrapping node is in every partition's first configuration, else no partition it
+// is not desired for could ever elect a leader; the others are the desired ones, best first.
+func TestBootstrapReplicasIncludeSelf(t *testing.T) {
+	all := nodes(5)
+	for p := range uint32(64) {
+		got := BootstrapReplicas(p, all, 3, "n1")
+		desired := Desired(p, all, 3)
+		if len(got) != 3 || !slices.ContainsFunc(got, func(m NodeMeta) bool { return m.ID == "n1" }) {
+			t.Fatalf("partition %d: %v lacks n1", p, ids(got))
+		}
+		if !slices.Equal(ids(got[:2]), ids(desired[:2])) {
+			t.Fatalf("partition %d: %v, want the best two of %v first", p, ids(got), ids(desired))
+		}
+	}
+}

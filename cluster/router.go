@@ -17,11 +17,33 @@ import (
 // routerName is the protoactor name of every node's router actor.
 const routerName = "router"
 
+// partitionView is what the router needs to know of partitions: who leads each (this node's
+// Raft instance, or gossip for partitions not replicated here; see Directory), and changes
+// of leader this node's Raft instances observe.
+type partitionView interface {
+	Partitions() int
+	IsLeader(p uint32) bool
+	Leader(p uint32) string // server id, "" if unknown
+	WatchLeaders(fn func(p uint32, leader string))
+}
+
+// liveMembers is what the router needs of gossip.
+type liveMembers interface {
+	Alive() []NodeMeta
+}
+
+// localCaller runs requests on the actors of this node (the actor runtime).
+type localCaller interface {
+	Call(ctx context.Context, kind, id string, req actors.Request) ([]byte, error)
+}
+
 // RouterConfig configures request routing.
 type RouterConfig struct {
-	Host       *Host
-	Membership *Membership
-	Runtime    *actors.Runtime
+	// Self is this node's Raft server id.
+	Self       string
+	Partitions partitionView
+	Members    liveMembers
+	Runtime    localCaller
 	System     *actor.ActorSystem
 	Replicas   int
 	// RequestTimeout is the deadline of a call whose context has none.
@@ -68,7 +90,7 @@ func StartRouter(cfg RouterConfig) (*Router, error) {
 			}
 		}
 	})
-	cfg.Host.WatchLeaders(r.leaderChanged)
+	cfg.Partitions.WatchLeaders(r.leaderChanged)
 	return r, nil
 }
 
@@ -83,7 +105,7 @@ func (r *Router) leaderChanged(p uint32, leader string) {
 		grace = time.Second
 	}
 	time.AfterFunc(grace, func() {
-		if r.cfg.Host.Leader(p) != leader {
+		if r.cfg.Partitions.Leader(p) != leader {
 			return
 		}
 		for _, fut := range r.inflight.movedAway(p, leader) {
@@ -104,7 +126,7 @@ const leaderRetryDelay = 20 * time.Millisecond
 // Local reports whether the actor (kind, id) would run on this node, without a network hop:
 // this node leads its partition.
 func (r *Router) Local(kind, id string) bool {
-	return r.cfg.Host.IsLeader(actors.PartitionOf(kind, id, r.cfg.Host.Partitions()))
+	return r.cfg.Partitions.IsLeader(actors.PartitionOf(kind, id, r.cfg.Partitions.Partitions()))
 }
 
 // Call runs req on actor (kind, id) wherever its partition is led. It satisfies api.Caller.
@@ -116,8 +138,8 @@ func (r *Router) Call(ctx context.Context, kind, id string, req actors.Request) 
 		ctx, cancel = context.WithTimeout(ctx, r.cfg.RequestTimeout)
 		defer cancel()
 	}
-	h := r.cfg.Host
-	self := h.cfg.ServerID
+	h := r.cfg.Partitions
+	self := r.cfg.Self
 	p := actors.PartitionOf(kind, id, h.Partitions())
 	hint := ""
 	for {
@@ -174,7 +196,7 @@ func (r *Router) member(serverID string) (NodeMeta, bool) {
 	if serverID == "" {
 		return NodeMeta{}, false
 	}
-	for _, m := range r.cfg.Membership.Alive() {
+	for _, m := range r.cfg.Members.Alive() {
 		if m.ServerID == serverID {
 			return m, true
 		}
@@ -183,7 +205,7 @@ func (r *Router) member(serverID string) (NodeMeta, bool) {
 }
 
 func (r *Router) askReplica(p uint32, self string) (NodeMeta, bool) {
-	for _, d := range Desired(p, r.cfg.Membership.Alive(), r.cfg.Replicas) {
+	for _, d := range Desired(p, r.cfg.Members.Alive(), r.cfg.Replicas) {
 		if d.ServerID != self {
 			return d, true
 		}
@@ -251,7 +273,7 @@ func (r *Router) receive(c actor.Context) {
 }
 
 func (r *Router) serve(msg *routepb.Forward) *routepb.ForwardReply {
-	h := r.cfg.Host
+	h := r.cfg.Partitions
 	p := actors.PartitionOf(msg.Kind, msg.Id, h.Partitions())
 	if !h.IsLeader(p) {
 		return &routepb.ForwardReply{Status: routepb.Status_NOT_LEADER, LeaderHint: h.Leader(p)}

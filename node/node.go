@@ -5,7 +5,6 @@ package node
 import (
 	"context"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -43,6 +42,7 @@ type Node struct {
 	host       *cluster.Host
 	runtime    *actors.Runtime
 	membership *cluster.Membership
+	directory  *cluster.Directory
 	reconciler *cluster.Reconciler
 	router     *cluster.Router
 	ln         net.Listener
@@ -106,26 +106,23 @@ func Start(cfg config.Config, opts Options) (n *Node, err error) {
 	if n.remote, err = startRemote(n.system, cfg.RemoteAddr, cfg.Advertised); err != nil {
 		return nil, err
 	}
-	// The runtime exists before the host so that no leadership notification is missed.
-	var host *cluster.Host
-	repl := &lateReplicator{host: &host}
-	if n.runtime, err = actors.New(actors.Options{
-		Store: n.store, Replicator: repl, Partitions: cfg.Partitions, Registerer: n.registry, System: n.system,
-		Logger: logger, RequestTimeout: cfg.RequestTimeout, IdleTimeout: cfg.ActorIdleTimeout,
-	}, opts.Kinds...); err != nil {
-		return nil, err
-	}
-	if host, err = cluster.NewHost(cluster.HostConfig{
+	if n.host, err = cluster.NewHost(cluster.HostConfig{
 		ServerID: n.serverID, RaftAddr: cfg.RaftAddr, Advertise: cfg.Advertised, Partitions: cfg.Partitions,
 		SnapshotDir: filepath.Join(cfg.DataDir, "snapshots"), Store: n.store,
 		HeartbeatTimeout: cfg.RaftHeartbeatTimeout, ElectionTimeout: cfg.RaftElectionTimeout, CommitTimeout: cfg.RaftCommitTimeout,
 		SnapshotThreshold: cfg.SnapshotThreshold, SnapshotInterval: cfg.SnapshotInterval, TrailingLogs: cfg.RaftTrailingLogs,
-		BootstrapSelf: cfg.BootstrapExpect == 1 && len(cfg.Join) == 0,
-		OnLeadership:  n.runtime.SetLeader, Logger: logger,
+		BootstrapSelf: cfg.BootstrapExpect == 1 && len(cfg.Join) == 0, Logger: logger,
 	}); err != nil {
 		return nil, err
 	}
-	n.host = host
+	host := n.host
+	if n.runtime, err = actors.New(actors.Options{
+		Store: n.store, Replicator: host, Partitions: cfg.Partitions, Registerer: n.registry, System: n.system,
+		Logger: logger, RequestTimeout: cfg.RequestTimeout, IdleTimeout: cfg.ActorIdleTimeout,
+	}, opts.Kinds...); err != nil {
+		return nil, err
+	}
+	host.Start(n.runtime.SetLeader)
 
 	if n.membership, err = cluster.StartMembership(cluster.MembershipConfig{
 		GossipAddr: cfg.GossipAddr, AdvertiseIP: cfg.AdvertiseAddr, Logger: logger,
@@ -135,15 +132,19 @@ func Start(cfg config.Config, opts Options) (n *Node, err error) {
 	}); err != nil {
 		return nil, err
 	}
+	n.directory = cluster.NewDirectory(cluster.DirectoryConfig{Host: host, Members: n.membership, Replicas: cfg.Replicas, Logger: logger})
+	n.membership.Handle(n.directory)
+	n.directory.Start()
+	n.registry.MustRegister(cluster.NewCollector(host, n.membership, n.directory))
 	if err := n.joinCluster(); err != nil {
 		return nil, err
 	}
-	n.reconciler = cluster.StartReconciler(cluster.ReconcilerConfig{
-		Host: host, Membership: n.membership, Replicas: cfg.Replicas, DeadGrace: opts.DeadGrace,
-		Applied: appliedIndexOf, Logger: logger,
+	n.reconciler = cluster.NewReconciler(cluster.ReconcilerConfig{
+		Host: host, Members: n.membership, Replicas: cfg.Replicas, DeadGrace: opts.DeadGrace, Logger: logger,
 	})
+	n.reconciler.Start()
 	if n.router, err = cluster.StartRouter(cluster.RouterConfig{
-		Host: host, Membership: n.membership, Runtime: n.runtime, System: n.system,
+		Self: n.serverID, Partitions: n.directory, Members: n.membership, Runtime: n.runtime, System: n.system,
 		Replicas: cfg.Replicas, RequestTimeout: cfg.RequestTimeout, LeaderMovedGrace: 2 * cfg.RaftElectionTimeout,
 		Logger: logger,
 	}); err != nil {
@@ -262,7 +263,7 @@ func (n *Node) tryBootstrap() bool {
 	n.logger.Info("bootstrapping the cluster", "members", len(alive))
 	err := n.host.Bootstrap(func(p uint32) []raft.Server {
 		var servers []raft.Server
-		for _, d := range cluster.Desired(p, alive, n.cfg.Replicas) {
+		for _, d := range cluster.BootstrapReplicas(p, alive, n.cfg.Replicas, n.cfg.NodeID) {
 			servers = append(servers, raft.Server{ID: raft.ServerID(d.ServerID), Address: cluster.RaftAddress(d.Raft, d.ServerID)})
 		}
 		return servers
@@ -274,46 +275,6 @@ func (n *Node) tryBootstrap() bool {
 	n.membership.Update(func(m *cluster.NodeMeta) { m.Bootstrapped = true })
 	return true
 }
-
-// appliedIndexOf asks member m for its applied index of partition p via GET /v1/cluster.
-func appliedIndexOf(ctx context.Context, m cluster.NodeMeta, p uint32) (uint64, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+m.HTTP+"/v1/cluster", nil)
-	if err != nil {
-		return 0, err
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return 0, err
-	}
-	defer resp.Body.Close()
-	var st api.ClusterStatus
-	if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
-		return 0, fmt.Errorf("cluster status of %s: %w", m.ID, err)
-	}
-	for _, ps := range st.Partitions {
-		if ps.ID == p {
-			return ps.AppliedIndex, nil
-		}
-	}
-	return 0, fmt.Errorf("%s reports no partition %d", m.ID, p)
-}
-
-// lateReplicator lets the runtime be built before the host it proposes to; nothing is
-// proposed before the host reports a leadership, by which time it is set.
-type lateReplicator struct{ host **cluster.Host }
-
-func (l *lateReplicator) Propose(p uint32, cmd []byte) actors.Future {
-	return (*l.host).Propose(p, cmd)
-}
-func (l *lateReplicator) Barrier(p uint32, d time.Duration) error { return (*l.host).Barrier(p, d) }
-func (l *lateReplicator) LastTime(p uint32) int64                 { return (*l.host).LastTime(p) }
-func (l *lateReplicator) VerifyLeader(p uint32) actors.Future     { return (*l.host).VerifyLeader(p) }
-
-// Runtime is the node's actor runtime.
-func (n *Node) Runtime() *actors.Runtime { return n.runtime }
-
-// Caller reaches any actor in the cluster (routing to its partition's leader).
-func (n *Node) Caller() api.Caller { return n.router }
 
 // HTTPAddr is the address the API listens on.
 func (n *Node) HTTPAddr() string { return n.ln.Addr().String() }
@@ -328,13 +289,14 @@ func (n *Node) NodeID() string { return n.cfg.NodeID }
 func (n *Node) Members() []api.Member {
 	var out []api.Member
 	for _, m := range n.membership.Members() {
-		out = append(out, api.Member{NodeID: m.ID, State: m.State, HTTPAddr: m.HTTP})
+		out = append(out, api.Member{NodeID: m.ID, ServerID: m.ServerID, State: m.State,
+			StateSince: m.Since.UnixMilli(), HTTPAddr: m.HTTP})
 	}
 	return out
 }
 
 // Partitions implements api.ClusterView.
-func (n *Node) Partitions() []cluster.PartitionStatus { return n.host.Status() }
+func (n *Node) Partitions() []cluster.PartitionStatus { return n.directory.Status() }
 
 // drainAware closes every connection after its response while the node drains, so that no
 // client is left holding an idle keep-alive connection when the listener shuts: a request
@@ -353,7 +315,7 @@ func (n *Node) Ready() error {
 	if n.draining.Load() {
 		return errors.New("node is shutting down")
 	}
-	for _, p := range n.host.Status() {
+	for _, p := range n.directory.Status() {
 		if p.Leader == "" {
 			return fmt.Errorf("partition %d has no leader", p.ID)
 		}
@@ -405,8 +367,10 @@ func (n *Node) Shutdown(ctx context.Context) error {
 		n.host.TransferLeadership()
 	}
 	if n.membership != nil {
+		// A leave that times out (every member stopping at once) is not a failed shutdown:
+		// the others learn of it by failure detection instead.
 		if err := n.membership.Leave(2 * time.Second); err != nil {
-			errs = append(errs, fmt.Errorf("leave gossip: %w", err))
+			n.logger.Warn("leave gossip", "error", err)
 		}
 		n.membership = nil
 	}
@@ -433,6 +397,9 @@ func (n *Node) close() error {
 	}
 	if n.reconciler != nil {
 		n.reconciler.Stop()
+	}
+	if n.directory != nil {
+		n.directory.Stop()
 	}
 	if n.membership != nil {
 		errs = append(errs, n.membership.Shutdown())

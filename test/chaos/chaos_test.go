@@ -24,10 +24,7 @@ type fault struct {
 	short bool // part of the -short subset
 	net   bool // needs nftables (root)
 	retry bool // clients retry (rolling restart): no request may fail permanently
-	// blocked names a server bug that makes this fault fail; the subtest is skipped unless
-	// -chaos.run-blocked.
-	blocked string
-	run     func(s *scenario)
+	run   func(s *scenario)
 }
 
 var faults = []fault{
@@ -74,9 +71,6 @@ func TestChaos(t *testing.T) {
 			}
 			if f.net {
 				requireNetwork(t)
-			}
-			if f.blocked != "" && !*flagRunBlocked {
-				t.Skip(f.blocked)
 			}
 			for i := range seeds {
 				seed := *flagSeed + int64(i)
@@ -135,7 +129,21 @@ func runScenario(t *testing.T, f fault, seed uint64) {
 		t.Errorf("no request got a definite answer in the %s after the heal", loadAfter)
 	}
 
-	c.waitConverged(90*time.Second, true)
+	s.finish(f.retry)
+	if len(s.failovers) > 0 {
+		t.Log(failoverLine(s.failovers))
+		failoverMu.Lock()
+		allFailover = append(allFailover, s.failovers...)
+		failoverMu.Unlock()
+	}
+	t.Logf("scenario took %s", time.Since(begin).Round(time.Millisecond))
+}
+
+// finish waits for the replicas to converge, reads back, checks every history and reports
+// answers no model allows; with retry, every logical request must have got an answer.
+func (s *scenario) finish(retry bool) {
+	t := s.t
+	s.c.waitConverged(90*time.Second, true)
 	s.finalReads()
 	s.checkHistories()
 	t.Logf("operations: %s", s.w.statsLine())
@@ -143,7 +151,7 @@ func runScenario(t *testing.T, f fault, seed uint64) {
 	for _, u := range s.w.unexpected {
 		t.Errorf("unexpected answer (a server error, never a legal outcome): %s", u)
 	}
-	if f.retry {
+	if retry {
 		for _, p := range s.w.permanent {
 			t.Errorf("request failed permanently: %s", p.msg)
 		}
@@ -152,13 +160,6 @@ func runScenario(t *testing.T, f fault, seed uint64) {
 		}
 	}
 	s.w.mu.Unlock()
-	if len(s.failovers) > 0 {
-		t.Log(failoverLine(s.failovers))
-		failoverMu.Lock()
-		allFailover = append(allFailover, s.failovers...)
-		failoverMu.Unlock()
-	}
-	t.Logf("scenario took %s", time.Since(begin).Round(time.Millisecond))
 }
 
 // finalReads reads back, after convergence, what the load touched: a sample of the nonces,

@@ -93,18 +93,22 @@ func (c *cluster) annotations() []porcupine.Annotation {
 }
 
 type partitionView struct {
-	ID           uint32   `json:"id"`
-	Leader       string   `json:"leader"`
-	Replicas     []string `json:"replicas"`
-	AppliedIndex uint64   `json:"applied_index"`
+	ID              uint32   `json:"id"`
+	Leader          string   `json:"leader"`
+	Replicas        []string `json:"replicas"`
+	Voters          []string `json:"voters"`
+	NonVoters       []string `json:"non_voters"`
+	AppliedIndex    uint64   `json:"applied_index"`
+	UnderReplicated bool     `json:"under_replicated"`
 }
 
 type clusterView struct {
 	NodeID  string `json:"node_id"`
 	Members []struct {
-		NodeID   string `json:"node_id"`
-		State    string `json:"state"`
-		HTTPAddr string `json:"http_addr"`
+		NodeID     string `json:"node_id"`
+		State      string `json:"state"`
+		StateSince int64  `json:"state_since"`
+		HTTPAddr   string `json:"http_addr"`
 	} `json:"members"`
 	Partitions []partitionView `json:"partitions"`
 }

@@ -12,10 +12,9 @@ import (
 )
 
 var (
-	flagSeeds      = flag.Int("chaos.seeds", 1, "runs of each fault, with seeds chaos.seed, chaos.seed+1, …")
-	flagSeed       = flag.Int64("chaos.seed", 1, "first seed (it picks victims, durations and the clients' choices)")
-	flagRunBlocked = flag.Bool("chaos.run-blocked", false, "run the subtests blocked by known server bugs (they fail)")
-	flagOut        = flag.String("chaos.out", "", "directory for node logs and history visualizations "+
+	flagSeeds = flag.Int("chaos.seeds", 1, "runs of each fault, with seeds chaos.seed, chaos.seed+1, …")
+	flagSeed  = flag.Int64("chaos.seed", 1, "first seed (it picks victims, durations and the clients' choices)")
+	flagOut   = flag.String("chaos.out", "", "directory for node logs and history visualizations "+
 		"(default: a new temporary directory, removed when every test passed)")
 )
 

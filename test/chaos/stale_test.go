@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptrace"
 	"strings"
 	"sync"
 	"testing"
@@ -112,11 +113,16 @@ func TestStaleReadAfterPause(t *testing.T) {
 	c.note("consumed through %s (acknowledged); now reading through frozen %s", Y.Config.NodeID, X.Config.NodeID)
 
 	answers := make([]string, readers)
-	var wg sync.WaitGroup
+	var wg, written sync.WaitGroup
+	written.Add(readers)
 	for i := range readers {
 		wg.Go(func() {
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
+			var once sync.Once
+			wrote := func() { once.Do(written.Done) }
+			defer wrote() // a request that failed before being written must not hold up the test
+			ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{WroteRequest: func(httptrace.WroteRequestInfo) { wrote() }})
 			req, _ := http.NewRequestWithContext(ctx, http.MethodGet, X.URL("/v1/nonces/"+nonce), nil)
 			resp, err := hc.Do(req)
 			if err != nil {
@@ -128,7 +134,7 @@ func TestStaleReadAfterPause(t *testing.T) {
 			answers[i] = fmt.Sprintf("%d %s", resp.StatusCode, strings.TrimSpace(string(b)))
 		})
 	}
-	time.Sleep(300 * time.Millisecond) // the reads are sent and wait in X's socket buffers
+	written.Wait() // every read is written: it waits in X's socket buffers
 	X.Cont()
 	c.note("SIGCONT %s", X.Config.NodeID)
 	wg.Wait()

@@ -20,6 +20,7 @@ import (
 	"github.com/shardkeeper/shardkeeper/actors/device"
 	"github.com/shardkeeper/shardkeeper/actors/servers"
 	"github.com/shardkeeper/shardkeeper/client"
+	"github.com/shardkeeper/shardkeeper/test/proc"
 )
 
 // attemptTimeout bounds one HTTP attempt (the nodes' request deadline is 2 s).
@@ -40,12 +41,15 @@ const logicalDeadline = 30 * time.Second
 
 // workload drives the three workloads against a cluster and records their histories.
 type workload struct {
-	c       *cluster
-	t       *testing.T
-	seed    uint64
-	clients []*client.Client // one per node, no retries: every attempt is an operation
-	ids     ClientIDs
-	retry   bool // rolling restart: logical requests are retried (each attempt recorded)
+	c    *cluster
+	t    *testing.T
+	seed uint64
+	hc   *http.Client
+	ids  ClientIDs
+
+	targetsMu sync.Mutex
+	targets   []target // the nodes requests go to, round robin; grows when nodes join
+	retry     bool     // rolling restart: logical requests are retried (each attempt recorded)
 
 	nonces, challenges, servers *Recorder
 
@@ -64,6 +68,13 @@ type workload struct {
 	acked      atomic.Int64   // definite answers (for progress checks)
 }
 
+// target is one node the workload sends to, with its client (no retries: every attempt is an
+// operation).
+type target struct {
+	id string
+	cl *client.Client
+}
+
 type deviceKey struct {
 	id   string
 	priv ed25519.PrivateKey
@@ -73,17 +84,31 @@ func newWorkload(c *cluster, seed uint64, retry bool) *workload {
 	w := &workload{c: c, t: c.t, seed: seed, retry: retry, stats: map[string]int{}, devices: map[string][]deviceKey{},
 		nonces: NewRecorder(c.start), challenges: NewRecorder(c.start), servers: NewRecorder(c.start)}
 	tr := &http.Transport{MaxIdleConnsPerHost: 64, MaxConnsPerHost: 0, IdleConnTimeout: 30 * time.Second}
-	hc := &http.Client{Transport: tr}
+	w.hc = &http.Client{Transport: tr}
 	for _, n := range c.nodes {
-		cl, err := client.New([]string{"http://" + n.HTTPAddr}, client.WithRetryPolicy(client.NoRetry), client.WithHTTPClient(hc))
-		if err != nil {
-			c.t.Fatal(err)
-		}
-		w.clients = append(w.clients, cl)
+		w.addNode(n)
 	}
 	c.t.Cleanup(tr.CloseIdleConnections)
 	w.setup()
 	return w
+}
+
+// addNode makes n one of the nodes requests go to.
+func (w *workload) addNode(n *proc.Node) {
+	cl, err := client.New([]string{"http://" + n.HTTPAddr}, client.WithRetryPolicy(client.NoRetry), client.WithHTTPClient(w.hc))
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	w.targetsMu.Lock()
+	w.targets = append(w.targets, target{id: n.Config.NodeID, cl: cl})
+	w.targetsMu.Unlock()
+}
+
+// removeNode stops sending requests to node id.
+func (w *workload) removeNode(id string) {
+	w.targetsMu.Lock()
+	defer w.targetsMu.Unlock()
+	w.targets = slices.DeleteFunc(w.targets, func(t target) bool { return t.id == id })
 }
 
 // namesIn returns count names "<prefix>-<i>" of kind whose partitions are all different.
@@ -191,10 +216,12 @@ type worker struct {
 	next int
 }
 
-func (wk *worker) node() int {
-	i := wk.next % len(wk.w.clients)
+func (wk *worker) node() target {
+	wk.w.targetsMu.Lock()
+	defer wk.w.targetsMu.Unlock()
+	t := wk.w.targets[wk.next%len(wk.w.targets)]
 	wk.next++
-	return i
+	return t
 }
 
 // attempt is one HTTP request's outcome. sent is false when the connection could not be
@@ -244,12 +271,12 @@ func (wk *worker) call(rec *Recorder, in Input, idempotent bool, fn func(ctx con
 	w := wk.w
 	begin := time.Now()
 	for n := 1; ; n++ {
-		i := wk.node()
-		in.Node = w.c.nodes[i].Config.NodeID
+		tg := wk.node()
+		in.Node = tg.id
 		ctx, cancel := context.WithTimeout(context.Background(), attemptTimeout)
 		call := rec.Now()
 		var out Output
-		err := fn(ctx, w.clients[i], &in, &out)
+		err := fn(ctx, tg.cl, &in, &out)
 		ret := rec.Now()
 		cancel()
 		a := classify(err)

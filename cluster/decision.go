@@ -1,0 +1,222 @@
+package cluster
+
+import (
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/hashicorp/raft"
+	"github.com/shardkeeper/shardkeeper/persistence"
+)
+
+// The reconciler's decisions, apart from their effects: given what a partition's leader
+// knows, which one configuration change (or leadership transfer) comes next. Pure functions,
+// so every rule has a table case in testdata/decide.
+
+// ActionKind is the kind of change a decision asks for.
+type ActionKind int
+
+const (
+	NoAction ActionKind = iota
+	RemoveServer
+	AddNonvoter
+	PromoteVoter
+	TransferLeadership // hand this node's leadership of the partition to Server
+)
+
+// Action is one decided change of a partition's configuration or leadership.
+type Action struct {
+	Kind    ActionKind
+	Server  raft.ServerID
+	Address raft.ServerAddress // for AddNonvoter, PromoteVoter, TransferLeadership
+	Reason  string
+}
+
+func (a Action) String() string {
+	verb := map[ActionKind]string{NoAction: "none", RemoveServer: "remove", AddNonvoter: "add-nonvoter",
+		PromoteVoter: "promote", TransferLeadership: "transfer-leadership"}[a.Kind]
+	if a.Kind == NoAction {
+		return verb
+	}
+	return fmt.Sprintf("%s %s: %s", verb, a.Server, a.Reason)
+}
+
+// Situation is what a partition's leader knows when it decides.
+type Situation struct {
+	Self    raft.ServerID
+	Servers []raft.Server // the partition's latest configuration
+	Members []Member      // every member gossip knows, with its state
+	// Desired is the partition's desired replica set (Desired over the live members).
+	Desired   []NodeMeta
+	Replicas  int
+	DeadGrace time.Duration
+	Now       time.Time
+	// Missing holds, for servers of the configuration that gossip does not know at all,
+	// when the reconciler first missed them.
+	Missing map[raft.ServerID]time.Time
+	// Match and LastIndex are the leader's own view of replication (see progress).
+	Match     map[raft.ServerID]uint64
+	LastIndex uint64
+}
+
+// caughtUpLag is how many entries a non-voter may trail the leader and still be promoted.
+const caughtUpLag = 64
+
+// Decide returns the next change that converges the partition toward its desired replicas
+// (Consul's autopilot is the model), in this order:
+//
+//  1. A server whose member has been failed or left for DeadGrace, is unknown to gossip for
+//     as long, or came back with a new incarnation (its log is lost), is removed — a voter
+//     only while the voters left still reach a majority of R (a dead voter is better than
+//     too few). Non-voters go first.
+//  2. A live non-voter that is not desired is removed (it holds no vote, so at no risk).
+//  3. A desired member missing from the configuration joins as a non-voter.
+//  4. A desired non-voter is promoted once the leader has seen it hold the log up to
+//     caughtUpLag entries behind — the leader's own view, never the member's word.
+//  5. Only when every desired member votes: an undesired live voter is removed; if that is
+//     this node, it hands its leadership to a desired voter first.
+func Decide(s Situation) Action {
+	members := map[string]Member{}
+	for _, m := range s.Members {
+		members[m.ID] = m
+	}
+	desired := map[raft.ServerID]NodeMeta{}
+	for _, d := range s.Desired {
+		desired[raft.ServerID(d.ServerID)] = d
+	}
+	suffrage := map[raft.ServerID]raft.ServerSuffrage{}
+	voters := 0
+	for _, sv := range s.Servers {
+		suffrage[sv.ID] = sv.Suffrage
+		if sv.Suffrage == raft.Voter {
+			voters++
+		}
+	}
+	// Non-voters before voters, then by id: decisions must not depend on map order.
+	servers := append([]raft.Server(nil), s.Servers...)
+	sort.SliceStable(servers, func(i, j int) bool {
+		if vi, vj := servers[i].Suffrage == raft.Voter, servers[j].Suffrage == raft.Voter; vi != vj {
+			return !vi
+		}
+		return servers[i].ID < servers[j].ID
+	})
+
+	// 1. Gone servers.
+	floor := s.Replicas/2 + 1
+	for _, sv := range servers {
+		gone, why := goneSince(sv.ID, members, s.Missing, s.Now)
+		if gone.IsZero() && why == "" {
+			continue // a live member
+		}
+		if !gone.IsZero() && s.Now.Sub(gone) < s.DeadGrace {
+			continue
+		}
+		if sv.Suffrage == raft.Voter && voters-1 < floor {
+			continue
+		}
+		return Action{Kind: RemoveServer, Server: sv.ID, Reason: why}
+	}
+	// 2. Undesired live non-voters.
+	for _, sv := range servers {
+		if _, ok := desired[sv.ID]; !ok && sv.Suffrage != raft.Voter {
+			return Action{Kind: RemoveServer, Server: sv.ID, Reason: "non-voter not among the desired replicas"}
+		}
+	}
+	// 3. Missing desired members.
+	for _, d := range s.Desired {
+		if _, ok := suffrage[raft.ServerID(d.ServerID)]; !ok {
+			return Action{Kind: AddNonvoter, Server: raft.ServerID(d.ServerID), Address: RaftAddress(d.Raft, d.ServerID),
+				Reason: "desired replica"}
+		}
+	}
+	// 4. Caught-up desired non-voters.
+	for _, d := range s.Desired {
+		id := raft.ServerID(d.ServerID)
+		if suffrage[id] != raft.Nonvoter {
+			continue
+		}
+		if m, ok := s.Match[id]; ok && m+caughtUpLag >= s.LastIndex {
+			return Action{Kind: PromoteVoter, Server: id, Address: RaftAddress(d.Raft, d.ServerID),
+				Reason: fmt.Sprintf("caught up (holds %d of %d)", m, s.LastIndex)}
+		}
+	}
+	// 5. Undesired live voters, once every desired member votes.
+	for _, d := range s.Desired {
+		if suffrage[raft.ServerID(d.ServerID)] != raft.Voter {
+			return Action{}
+		}
+	}
+	for _, sv := range servers {
+		if _, ok := desired[sv.ID]; ok {
+			continue
+		}
+		if _, why := goneSince(sv.ID, members, s.Missing, s.Now); why != "" {
+			continue // gone: rule 1 decides when it goes
+		}
+		if sv.ID != s.Self {
+			return Action{Kind: RemoveServer, Server: sv.ID, Reason: "voter not among the desired replicas"}
+		}
+		for _, d := range s.Desired {
+			return Action{Kind: TransferLeadership, Server: raft.ServerID(d.ServerID), Address: RaftAddress(d.Raft, d.ServerID),
+				Reason: "this node is not among the desired replicas"}
+		}
+	}
+	return Action{}
+}
+
+// goneSince tells whether server id is gone: since when (zero for "long ago", as for a
+// re-incarnated node; now for a server first missed now) and why; a live member gives
+// (zero, "").
+func goneSince(id raft.ServerID, members map[string]Member, missing map[raft.ServerID]time.Time, now time.Time) (time.Time, string) {
+	mem, ok := members[persistence.NodeOfServer(string(id))]
+	switch {
+	case !ok:
+		if t, ok := missing[id]; ok {
+			return t, "unknown to gossip"
+		}
+		return now, "unknown to gossip"
+	case mem.ServerID != string(id) && !mem.Gone():
+		return time.Time{}, "its node came back with a new data directory"
+	case mem.ServerID != string(id):
+		return mem.Since, "member " + mem.State // an older incarnation of a gone node
+	case mem.Gone():
+		return mem.Since, "member " + mem.State
+	}
+	return time.Time{}, ""
+}
+
+// BalanceSituation is what a node knows when it decides whether to hand a leadership away.
+type BalanceSituation struct {
+	Self string // server id
+	// Leading counts, per live member's server id, the partitions it leads (from gossip).
+	Leading    map[string]int
+	Partitions int
+	// Led are the partitions this node leads, with their configurations.
+	Led []PartitionInfo
+	// Addresses maps live members' server ids to their Raft addresses.
+	Addresses map[string]raft.ServerAddress
+}
+
+// DecideBalance picks one partition led here to hand to a voter that leads fewer than its
+// share, when this node leads more than its share (⌈P / live members⌉). ok is false when no
+// transfer is due.
+func DecideBalance(s BalanceSituation) (p uint32, a Action, ok bool) {
+	if len(s.Leading) < 2 {
+		return 0, Action{}, false
+	}
+	share := (s.Partitions + len(s.Leading) - 1) / len(s.Leading)
+	if len(s.Led) <= share {
+		return 0, Action{}, false
+	}
+	for _, in := range s.Led {
+		for _, sv := range in.Servers {
+			n, live := s.Leading[string(sv.ID)]
+			if !live || sv.Suffrage != raft.Voter || string(sv.ID) == s.Self || n+1 > share {
+				continue
+			}
+			return in.ID, Action{Kind: TransferLeadership, Server: sv.ID, Address: s.Addresses[string(sv.ID)],
+				Reason: fmt.Sprintf("this node leads %d, more than its share of %d", len(s.Led), share)}, true
+		}
+	}
+	return 0, Action{}, false
+}

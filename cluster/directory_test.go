@@ -1,0 +1,135 @@
+package cluster
+
+import (
+	"encoding/json"
+	"io"
+	"log/slog"
+	"reflect"
+	"testing"
+	"time"
+)
+
+func newTestDirectory(h *fakeRaft, m *fakeMembers) *Directory {
+	return NewDirectory(DirectoryConfig{Host: h, Members: m, Replicas: 3, RefreshInterval: 5 * time.Second,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+}
+
+// A node that does not replicate a partition learns its leader and replicas from the leader's
+// gossip, and forgets the leader when that member is gone.
+func TestDirectoryServesPartitionsNotReplicatedHere(t *testing.T) {
+	// d replicates nothing; partition 0 is led by a on a, b, c.
+	h := &fakeRaft{self: "d@1", parts: []PartitionInfo{{ID: 0}}}
+	m := &fakeMembers{members: alive("a@1", "b@1", "c@1", "d@1")}
+	d := newTestDirectory(h, m)
+	if l := d.Leader(0); l != "" {
+		t.Fatalf("leader before any gossip = %q", l)
+	}
+	rec := record{P: 0, Term: 3, Leader: "a@1", Voters: []string{"a@1", "b@1", "c@1"}, Applied: 40, LastIndex: 41,
+		Lag: map[string]uint64{"a@1": 0, "b@1": 0, "c@1": 7}}
+	b, _ := json.Marshal(rec)
+	d.Receive(b)
+	if l := d.Leader(0); l != "a@1" {
+		t.Fatalf("leader = %q, want a@1", l)
+	}
+	want := PartitionStatus{ID: 0, Leader: "a", Replicas: []string{"a", "b", "c"}, Voters: []string{"a", "b", "c"},
+		NonVoters: []string{}, AppliedIndex: 40, Lag: map[string]uint64{"a": 0, "b": 0, "c": 7}}
+	if st := d.Status()[0]; !reflect.DeepEqual(st, want) {
+		t.Fatalf("status = %+v\nwant     %+v", st, want)
+	}
+
+	// An older term's record does not replace it; a newer one does.
+	old := rec
+	old.Term, old.Leader = 2, "b@1"
+	b, _ = json.Marshal(old)
+	d.Receive(b)
+	if l := d.Leader(0); l != "a@1" {
+		t.Fatalf("after an older record, leader = %q, want a@1", l)
+	}
+	newer := rec
+	newer.Term, newer.Leader = 4, "c@1"
+	d.MergeState(mustJSON([]record{newer}))
+	if l := d.Leader(0); l != "c@1" {
+		t.Fatalf("after a newer record, leader = %q, want c@1", l)
+	}
+
+	// The leader fails: no leader is known (rather than a dead one), and with a voter gone
+	// the partition is under-replicated.
+	m.members[2].State = StateFailed
+	if l := d.Leader(0); l != "" {
+		t.Fatalf("leader of a failed member still reported: %q", l)
+	}
+	st := d.Status()[0]
+	if st.Leader != "" {
+		t.Fatalf("status leader = %q, want none", st.Leader)
+	}
+	rec.Term = 5
+	d.Receive(mustJSON(rec))
+	if st := d.Status()[0]; st.Leader != "a" || !st.UnderReplicated {
+		t.Fatalf("status = %+v, want leader a, under-replicated (c failed)", st)
+	}
+}
+
+// A replica's own Raft instance comes first.
+func TestDirectoryPrefersLocalRaft(t *testing.T) {
+	h := &fakeRaft{self: "b@1", parts: []PartitionInfo{{ID: 0, Replica: true, Leader: "a@1", Term: 7, Applied: 9,
+		Servers: voters("a@1", "b@1", "c@1")}}}
+	m := &fakeMembers{members: alive("a@1", "b@1", "c@1")}
+	d := newTestDirectory(h, m)
+	d.Receive(mustJSON(record{P: 0, Term: 6, Leader: "c@1", Voters: []string{"c@1"}}))
+	if l := d.Leader(0); l != "a@1" {
+		t.Fatalf("leader = %q, want a@1 (local raft)", l)
+	}
+	if st := d.Status()[0]; st.Leader != "a" || st.AppliedIndex != 9 || st.UnderReplicated || len(st.Voters) != 3 {
+		t.Fatalf("status = %+v", st)
+	}
+}
+
+// A leader gossips its record when it changes, and unchanged only every RefreshInterval.
+func TestDirectoryPublishes(t *testing.T) {
+	h := &fakeRaft{self: "a@1", parts: []PartitionInfo{
+		{ID: 0, Replica: true, Leader: "a@1", Term: 2, LastIndex: 10, Servers: voters("a@1", "b@1")},
+		{ID: 1, Replica: true, Leader: "b@1", Term: 2, Servers: voters("a@1", "b@1")},
+	}}
+	m := &fakeMembers{members: alive("a@1", "b@1")}
+	d := newTestDirectory(h, m)
+	t0 := time.Unix(1000, 0)
+	d.publish(t0)
+	got := m.takeBroadcasts()
+	if len(got) != 1 || got["partition/0"] == nil {
+		t.Fatalf("broadcasts = %v, want only partition/0", keys(got))
+	}
+	var rec record
+	if err := json.Unmarshal(got["partition/0"], &rec); err != nil || rec.Leader != "a@1" || rec.Term != 2 {
+		t.Fatalf("record %s: %v", got["partition/0"], err)
+	}
+	h.set(0, func(in *PartitionInfo) { in.LastIndex = 11 }) // a write: not worth a broadcast
+	d.publish(t0.Add(time.Second))
+	if got := m.takeBroadcasts(); len(got) != 0 {
+		t.Fatalf("unchanged record re-sent early: %v", keys(got))
+	}
+	h.set(0, func(in *PartitionInfo) { in.Servers = voters("a@1", "b@1", "c@1") })
+	d.publish(t0.Add(2 * time.Second))
+	if got := m.takeBroadcasts(); len(got) != 1 {
+		t.Fatalf("changed replicas not sent: %v", keys(got))
+	}
+	d.publish(t0.Add(8 * time.Second))
+	if got := m.takeBroadcasts(); len(got) != 1 {
+		t.Fatalf("no refresh after the interval: %v", keys(got))
+	}
+}
+
+func mustJSON(v any) []byte {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(err)
+	}
+	return b
+}
+
+func keys(m map[string][]byte) []string {
+	var out []string
+	for k := range m {
+		out = append(out, k)
+	}
+	return out
+}

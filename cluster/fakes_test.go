@@ -1,0 +1,103 @@
+package cluster
+
+import (
+	"fmt"
+	"sync"
+
+	"github.com/hashicorp/raft"
+)
+
+// fakeRaft is an in-memory raftGroups/localRaft: partitions as given, changes recorded.
+type fakeRaft struct {
+	mu      sync.Mutex
+	self    string
+	parts   []PartitionInfo
+	changes []string
+}
+
+func (f *fakeRaft) ServerID() string { return f.self }
+func (f *fakeRaft) Partitions() int  { return len(f.parts) }
+func (f *fakeRaft) Info(p uint32) PartitionInfo {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.parts[p]
+}
+func (f *fakeRaft) Leader(p uint32) string { return f.Info(p).Leader }
+func (f *fakeRaft) IsLeader(p uint32) bool { return f.Info(p).Leader == f.self }
+func (f *fakeRaft) Leading() int {
+	n := 0
+	for p := range f.parts {
+		if f.IsLeader(uint32(p)) {
+			n++
+		}
+	}
+	return n
+}
+func (f *fakeRaft) HasState() bool                             { return true }
+func (f *fakeRaft) WatchLeaders(func(p uint32, leader string)) {}
+func (f *fakeRaft) set(p uint32, fn func(*PartitionInfo)) {
+	f.mu.Lock()
+	fn(&f.parts[p])
+	f.mu.Unlock()
+}
+func (f *fakeRaft) Change(p uint32, a Action) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.changes = append(f.changes, fmt.Sprintf("%d %s", p, a))
+	return nil
+}
+
+// fakeMembers is an in-memory member view.
+type fakeMembers struct {
+	mu         sync.Mutex
+	members    []Member
+	broadcasts map[string][]byte
+}
+
+func (f *fakeMembers) Members() []Member {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]Member(nil), f.members...)
+}
+func (f *fakeMembers) Alive() []NodeMeta {
+	var out []NodeMeta
+	for _, m := range f.Members() {
+		if !m.Gone() {
+			out = append(out, m.NodeMeta)
+		}
+	}
+	return out
+}
+func (f *fakeMembers) Update(func(*NodeMeta))   {}
+func (f *fakeMembers) Changes() <-chan struct{} { return nil }
+func (f *fakeMembers) Broadcast(key string, msg []byte) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.broadcasts == nil {
+		f.broadcasts = map[string][]byte{}
+	}
+	f.broadcasts[key] = msg
+}
+func (f *fakeMembers) takeBroadcasts() map[string][]byte {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	b := f.broadcasts
+	f.broadcasts = nil
+	return b
+}
+
+func voters(ids ...string) []raft.Server {
+	var out []raft.Server
+	for _, id := range ids {
+		out = append(out, raft.Server{ID: raft.ServerID(id), Suffrage: raft.Voter, Address: RaftAddress(testMeta(id).Raft, id)})
+	}
+	return out
+}
+
+func alive(ids ...string) []Member {
+	var out []Member
+	for _, id := range ids {
+		out = append(out, Member{NodeMeta: testMeta(id), State: StateAlive})
+	}
+	return out
+}

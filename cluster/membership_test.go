@@ -1,0 +1,131 @@
+package cluster
+
+import (
+	"io"
+	"log/slog"
+	"net"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/shardkeeper/shardkeeper/test/await"
+)
+
+// freeAddr returns a loopback host:port free for both UDP and TCP at the time of the call.
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	for range 20 {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		addr := l.Addr().String()
+		u, err := net.ListenPacket("udp", addr)
+		l.Close()
+		if err == nil {
+			u.Close()
+			return addr
+		}
+	}
+	t.Fatal("no free port")
+	return ""
+}
+
+func startMember(t *testing.T, id string, join ...string) *Membership {
+	t.Helper()
+	m, err := StartMembership(MembershipConfig{
+		Meta:       NodeMeta{ID: id, ServerID: id + "@1", Raft: id + ":7000", Partitions: 1},
+		GossipAddr: freeAddr(t), Heartbeat: 100 * time.Millisecond, SuspectAfter: 500 * time.Millisecond,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Join(join); err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+func stateOf(m *Membership, id string) Member {
+	for _, mem := range m.Members() {
+		if mem.ID == id {
+			return mem
+		}
+	}
+	return Member{}
+}
+
+func gossipAddr(m *Membership) string {
+	n := m.ml.LocalNode()
+	return net.JoinHostPort(n.Addr.String(), strconv.Itoa(int(n.Port)))
+}
+
+// Members are shown as memberlist decides: a crashed one goes suspect when its heartbeats
+// stop, then failed; one that leaves gracefully is shown left, never failed.
+func TestMemberStates(t *testing.T) {
+	a := startMember(t, "a")
+	defer a.Shutdown()
+	b := startMember(t, "b", gossipAddr(a))
+	c := startMember(t, "c", gossipAddr(a))
+	defer c.Shutdown()
+	await.True(t, 10*time.Second, "a sees b and c alive", func() bool {
+		return stateOf(a, "b").State == StateAlive && stateOf(a, "c").State == StateAlive && len(a.Alive()) == 3
+	})
+
+	crashed := time.Now()
+	if err := b.Shutdown(); err != nil { // no leave message: as a crash
+		t.Fatal(err)
+	}
+	await.True(t, 5*time.Second, "a shows b suspect", func() bool { return stateOf(a, "b").State == StateSuspect })
+	await.True(t, 15*time.Second, "a shows b failed", func() bool { return stateOf(a, "b").State == StateFailed })
+	if since := stateOf(a, "b").Since; since.Before(crashed) {
+		t.Fatalf("b failed since %v, before it crashed at %v", since, crashed)
+	}
+	if len(a.Alive()) != 2 {
+		t.Fatalf("Alive() = %+v, want a and c", a.Alive())
+	}
+
+	if err := c.Leave(2 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	await.True(t, 10*time.Second, "a shows c left", func() bool { return stateOf(a, "c").State == StateLeft })
+	if st := stateOf(a, "a"); st.State != StateAlive {
+		t.Fatalf("a sees itself %s", st.State)
+	}
+}
+
+// Broadcasts reach the other members' handler; the full state reaches a member that joins.
+func TestGossipHandler(t *testing.T) {
+	a := startMember(t, "a")
+	defer a.Shutdown()
+	ha := &recordingHandler{state: []byte("a-state")}
+	a.Handle(ha)
+	b := startMember(t, "b")
+	defer b.Shutdown()
+	hb := &recordingHandler{}
+	b.Handle(hb)
+	if err := b.Join([]string{gossipAddr(a)}); err != nil {
+		t.Fatal(err)
+	}
+	await.True(t, 5*time.Second, "b merged a's state on join", func() bool { return hb.merged() == "a-state" })
+	a.Broadcast("k", []byte("hello"))
+	await.True(t, 5*time.Second, "b received a's broadcast", func() bool { return hb.last() == "hello" })
+}
+
+type recordingHandler struct {
+	mu       sync.Mutex
+	state    []byte
+	got, mrg string
+}
+
+func (h *recordingHandler) Receive(msg []byte) { h.mu.Lock(); h.got = string(msg); h.mu.Unlock() }
+func (h *recordingHandler) LocalState() []byte { return h.state }
+func (h *recordingHandler) MergeState(b []byte) {
+	h.mu.Lock()
+	h.mrg = string(b)
+	h.mu.Unlock()
+}
+func (h *recordingHandler) last() string   { h.mu.Lock(); defer h.mu.Unlock(); return h.got }
+func (h *recordingHandler) merged() string { h.mu.Lock(); defer h.mu.Unlock(); return h.mrg }

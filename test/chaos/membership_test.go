@@ -1,0 +1,199 @@
+package chaos
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	placement "github.com/shardkeeper/shardkeeper/cluster"
+	"github.com/shardkeeper/shardkeeper/test/proc"
+)
+
+// deadGrace is how long a failed member keeps its replicas (node.Options.DeadGrace's default).
+const deadGrace = 30 * time.Second
+
+// replicationFactor is R of the chaos cluster (--replicas' default).
+const replicationFactor = 3
+
+// A SIGKILLed member is shown failed by the survivors within 10 s, and within the grace
+// period and 10 s more its replicas are gone from every partition: with two survivors of
+// three, each partition keeps a leader and a quorum on them and says it is under-replicated.
+func TestFailedMemberShownAndReplaced(t *testing.T) {
+	c := startCluster(t)
+	victim := c.nodes[2]
+	killed := time.Now()
+	victim.Kill()
+	c.note("SIGKILL %s", victim.Config.NodeID)
+	survivors := c.nodes[:2]
+
+	for _, n := range survivors {
+		c.awaitView(n, killed.Add(10*time.Second), "shows "+victim.Config.NodeID+" failed", func(v clusterView) string {
+			for _, m := range v.Members {
+				if m.NodeID == victim.Config.NodeID {
+					if m.State == "failed" {
+						return ""
+					}
+					return "state " + m.State
+				}
+			}
+			return "not listed"
+		})
+	}
+	t.Logf("%s shown failed on both survivors %s after the kill", victim.Config.NodeID, time.Since(killed).Round(time.Millisecond))
+
+	for _, n := range survivors {
+		c.awaitView(n, killed.Add(deadGrace+10*time.Second), "replaces "+victim.Config.NodeID, func(v clusterView) string {
+			for _, p := range v.Partitions {
+				switch {
+				case p.Leader == "":
+					return fmt.Sprintf("partition %d has no leader", p.ID)
+				case slices.Contains(p.Replicas, victim.Config.NodeID):
+					return fmt.Sprintf("partition %d still has replicas %v", p.ID, p.Replicas)
+				case len(p.Voters) != 2 || !p.UnderReplicated:
+					return fmt.Sprintf("partition %d: voters %v, under-replicated %v; want the two survivors, under-replicated",
+						p.ID, p.Voters, p.UnderReplicated)
+				}
+			}
+			return ""
+		})
+	}
+	t.Logf("every partition on the two survivors, under-replicated, %s after the kill", time.Since(killed).Round(time.Millisecond))
+}
+
+// A cluster grows from three nodes to five and shrinks back to three (graceful leaves) under
+// load: on five nodes every node is ready and lists every partition with its leader and
+// replicas, replicas are where the rendezvous placement puts them, and the histories of the
+// whole run are linearizable with no request failing beyond what the clients' retries absorb.
+func TestGrowAndShrinkUnderLoad(t *testing.T) {
+	begin := time.Now()
+	c := startCluster(t)
+	s := &scenario{t: t, c: c, rnd: rand.New(rand.NewPCG(7, 0))}
+	s.w = newWorkload(c, 7, true)
+	s.w.start()
+	c.note("load started")
+	time.Sleep(loadBefore)
+
+	var joins []string
+	for _, n := range c.nodes {
+		joins = append(joins, n.GossipAddr)
+	}
+	var extra []*proc.Node
+	for i, ip := range []string{"127.0.0.14", "127.0.0.15"} {
+		n := proc.Start(t, proc.Config{Bin: proc.Build(t, "./cmd/shardkeeper"), Command: []string{"serve"},
+			NodeID: "n" + strconv.Itoa(4+i), IP: ip, LogDir: c.dir,
+			Flags: append([]string{"--bootstrap-expect", "3", "--join", strings.Join(joins, ",")}, nodeFlags...)})
+		extra = append(extra, n)
+		c.note("started %s", n.Config.NodeID)
+	}
+	for _, n := range extra {
+		n.WaitReady(60 * time.Second)
+		s.w.addNode(n)
+	}
+	all := append(slices.Clone(c.nodes), extra...)
+	c.waitPlaced(all, 90*time.Second)
+
+	for i := len(extra) - 1; i >= 0; i-- {
+		n := extra[i]
+		s.w.removeNode(n.Config.NodeID)
+		c.note("SIGTERM %s", n.Config.NodeID)
+		if code := n.Term(); code != 0 {
+			t.Errorf("%s exited %d after SIGTERM, want 0", n.Config.NodeID, code)
+		}
+		all = all[:len(all)-1]
+		c.waitPlaced(all, deadGrace+60*time.Second)
+	}
+	time.Sleep(loadAfter)
+	s.w.stopLoad()
+	c.note("load stopped")
+	s.finish(true)
+	t.Logf("scenario took %s", time.Since(begin).Round(time.Millisecond))
+}
+
+// awaitView polls n's /v1/cluster until check finds nothing wrong (""), failing the test at
+// deadline with the last problem.
+func (c *cluster) awaitView(n *proc.Node, deadline time.Time, what string, check func(clusterView) string) {
+	c.t.Helper()
+	for {
+		var v clusterView
+		problem := ""
+		if err := c.getJSON(n, "/v1/cluster", &v); err != nil {
+			problem = err.Error()
+		} else {
+			problem = check(v)
+		}
+		if problem == "" {
+			return
+		}
+		if time.Now().After(deadline) {
+			c.t.Fatalf("%s never %s: %s", n.Config.NodeID, what, problem)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// waitPlaced waits until every node of nodes is ready and agrees on every partition's leader,
+// and each partition's replicas are exactly its rendezvous placement over nodes, all voters.
+// (Equal state on the replicas is waitConverged's check, once writes have stopped.)
+func (c *cluster) waitPlaced(nodes []*proc.Node, timeout time.Duration) {
+	c.t.Helper()
+	start := time.Now()
+	var metas []placement.NodeMeta
+	for _, n := range nodes {
+		metas = append(metas, placement.NodeMeta{ID: n.Config.NodeID})
+	}
+	deadline := start.Add(timeout)
+	for {
+		problem := c.placementProblem(nodes, metas)
+		if problem == "" {
+			c.t.Logf("placed on %d nodes in %s: every node ready, every partition led and on its %d desired replicas",
+				len(nodes), time.Since(start).Round(time.Millisecond), replicationFactor)
+			return
+		}
+		if time.Now().After(deadline) {
+			c.t.Fatalf("not placed on %d nodes within %s: %s", len(nodes), timeout, problem)
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+}
+
+func (c *cluster) placementProblem(nodes []*proc.Node, metas []placement.NodeMeta) string {
+	views := map[string]clusterView{}
+	for _, n := range nodes {
+		var v clusterView
+		var ready struct{}
+		if err := c.getJSON(n, "/readyz", &ready); err != nil {
+			return err.Error()
+		}
+		if err := c.getJSON(n, "/v1/cluster", &v); err != nil {
+			return err.Error()
+		}
+		if len(v.Partitions) != partitions {
+			return fmt.Sprintf("%s lists %d partitions", n.Config.NodeID, len(v.Partitions))
+		}
+		views[n.Config.NodeID] = v
+	}
+	for p := range uint32(partitions) {
+		leader := ""
+		for _, n := range nodes {
+			pv := views[n.Config.NodeID].Partitions[p]
+			if pv.Leader == "" || (leader != "" && pv.Leader != leader) || len(pv.Voters) == 0 {
+				return fmt.Sprintf("partition %d as %s sees it: leader %q, voters %v", p, n.Config.NodeID, pv.Leader, pv.Voters)
+			}
+			leader = pv.Leader
+		}
+		var want []string
+		for _, d := range placement.Desired(p, metas, replicationFactor) {
+			want = append(want, d.ID)
+		}
+		slices.Sort(want)
+		pv := views[leader].Partitions[p]
+		if got := slices.Sorted(slices.Values(pv.Voters)); !slices.Equal(got, want) || len(pv.NonVoters) > 0 {
+			return fmt.Sprintf("partition %d: voters %v non-voters %v (leader %s), want %v", p, got, pv.NonVoters, leader, want)
+		}
+	}
+	return ""
+}
