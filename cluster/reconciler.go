@@ -126,7 +126,10 @@ func (r *Reconciler) Pass(now time.Time) {
 
 	leading := map[string]int{}
 	addrs := map[string]raft.ServerAddress{}
-	for _, m := range alive {
+	for _, m := range members {
+		if m.State != StateAlive {
+			continue // a suspect member may be gone: no leadership goes to it
+		}
 		leading[m.ServerID] = m.Leading
 		addrs[m.ServerID] = RaftAddress(m.Raft, m.ServerID)
 	}

@@ -54,3 +54,19 @@ func TestReconcilerBalances(t *testing.T) {
 		t.Fatalf("changes = %q", h.changes)
 	}
 }
+
+// No leadership is handed to a suspect member: it may be gone, and the transfer would time out.
+func TestReconcilerBalancesOnlyToAliveMembers(t *testing.T) {
+	var parts []PartitionInfo
+	for p := range uint32(4) {
+		parts = append(parts, PartitionInfo{ID: p, Replica: true, Leader: "a@1", Servers: voters("a@1", "b@1")})
+	}
+	h := &fakeRaft{self: "a@1", parts: parts}
+	m := &fakeMembers{members: append(alive("a@1"), Member{NodeMeta: testMeta("b@1"), State: StateSuspect})}
+	r := NewReconciler(ReconcilerConfig{Host: h, Members: m, Replicas: 2, DeadGrace: time.Minute,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	r.Pass(time.Unix(1000, 0))
+	if len(h.changes) != 0 {
+		t.Fatalf("changes = %q, want none (b is suspect)", h.changes)
+	}
+}
