@@ -56,13 +56,13 @@ type overlayEntry struct {
 }
 
 type batch struct {
-	ops      []persistence.Op
-	seqs     []uint64
-	pos      map[string]int
-	messages int
-	time     int64
-	alarmDue int64 // earliest alarm index entry written, 0 if none
-	proposed time.Time
+	ops       []persistence.Op
+	seqs      []uint64
+	pos       map[string]int
+	messages  int
+	time      int64
+	setsAlarm bool // writes an alarm index entry: the scheduler must look once it commits
+	proposed  time.Time
 
 	// held are the replies waiting for this batch's commit. Once the batch is proposed, the
 	// commit callback (on the proposer's goroutine) releases them at once, while the
@@ -231,9 +231,7 @@ func (a *activation) stage(ctx *Context, reply func(error)) {
 				b.seqs = append(b.seqs, a.seq)
 			}
 			if !w.deleted && len(w.key) > 0 && w.key[0] == secIndex {
-				if e, err := parseIndexKey(w.key); err == nil && (b.alarmDue == 0 || e.due < b.alarmDue) {
-					b.alarmDue = e.due
-				}
+				b.setsAlarm = true
 			}
 		}
 		b.messages++
@@ -302,8 +300,8 @@ func (a *activation) committed(c actor.Context, m *commitDone) {
 		}
 	}
 	b.release(nil) // normally done already by the commit callback
-	if b.alarmDue != 0 {
-		a.part.alarmSet(b.alarmDue)
+	if b.setsAlarm {
+		a.part.alarmSet()
 	}
 	a.maybePropose(c)
 }

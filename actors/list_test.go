@@ -11,17 +11,17 @@ import (
 	"time"
 
 	"github.com/shardkeeper/shardkeeper/actors"
+	"github.com/shardkeeper/shardkeeper/actors/actortest"
 )
 
 // List merges committed state, uncommitted writes of earlier messages and the message's own
 // writes, for every combination of prefix, range, limit and direction. Checked against a
 // model on random operations, with some commits held back so all three layers are populated.
 func TestListAgainstModel(t *testing.T) {
-	var g *gatedReplicator
+	var g *actortest.Gated
 	handled := make(chan struct{}, 64)
 	k := signalling(actors.Kind{Name: "kv", New: func(string) actors.Handler { return kvHandler{} }}, handled)
-	e := newEnv(t, actors.Options{RequestTimeout: 30 * time.Second},
-		func(m *actors.MemReplicator) actors.Replicator { g = newGated(m); return g }, k)
+	e := actortest.New(t, actortest.Options{Runtime: actors.Options{RequestTimeout: 30 * time.Second}, Wrap: func(m *actors.MemReplicator) actors.Replicator { g = actortest.NewGated(m); return g }}, k)
 
 	rng := rand.New(rand.NewPCG(1, 2))
 	model := map[string]string{}
@@ -39,7 +39,7 @@ func TestListAgainstModel(t *testing.T) {
 			} else {
 				delete(model, key)
 			}
-			go func() { _, _ = e.rt.Call(context.Background(), "kv", "m", req) }()
+			go func() { _, _ = e.Runtime.Call(context.Background(), "kv", "m", req) }()
 			<-handled
 		}
 		l := listRequest{Options: actors.ListOptions{Limit: rng.IntN(4), Reverse: rng.IntN(2) == 0}}
@@ -60,15 +60,15 @@ func TestListAgainstModel(t *testing.T) {
 		want, _ := json.Marshal(modelList(model, *o))
 		body, _ := json.Marshal(l)
 		reply := make(chan string, 1)
-		go func() { reply <- call(t, e.rt, "kv", "m", "list", body) }()
+		go func() { reply <- string(e.MustCall("kv", "m", "list", body)) }()
 		<-handled
 		// Now let every held commit through until the list's reply is released.
 		var got string
 	release:
 		for {
 			select {
-			case <-g.proposed:
-				g.release <- nil
+			case <-g.Proposed:
+				g.Release <- nil
 			case got = <-reply:
 				break release
 			}

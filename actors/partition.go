@@ -113,8 +113,8 @@ func (p *partition) forgetIfIdle(a *activation) bool {
 	return true
 }
 
-// alarmSet tells the scheduler that an alarm due at due (Unix ms) was committed.
-func (p *partition) alarmSet(int64) {
+// alarmSet tells the scheduler that an alarm was committed.
+func (p *partition) alarmSet() {
 	p.mu.Lock()
 	s := p.sched
 	p.mu.Unlock()

@@ -12,6 +12,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/shardkeeper/shardkeeper/actors"
+	"github.com/shardkeeper/shardkeeper/actors/actortest"
 	"github.com/shardkeeper/shardkeeper/cluster"
 	"github.com/shardkeeper/shardkeeper/persistence"
 	"github.com/shardkeeper/shardkeeper/test/testkinds"
@@ -27,31 +28,24 @@ type raftEnv struct {
 
 func startRaftEnv(t testing.TB, dir string, kinds ...actors.Kind) *raftEnv {
 	t.Helper()
-	store, err := persistence.Open(dir+"/pebble", quietLogger())
+	store, err := persistence.Open(dir+"/pebble", actortest.Logger())
 	if err != nil {
 		t.Fatal(err)
 	}
 	e := &raftEnv{store: store, reg: prometheus.NewRegistry()}
-	var host *cluster.Host
-	var ready sync.WaitGroup
-	ready.Add(1)
-	repl := lateRepl{&host, &ready}
-	if e.rt, err = actors.New(actors.Options{Store: store, Replicator: repl, Partitions: testPartitions,
-		Registerer: e.reg, Logger: quietLogger()}, kinds...); err != nil {
-		t.Fatal(err)
-	}
-	host, err = cluster.NewHost(cluster.HostConfig{
-		ServerID: "n1", RaftAddr: "127.0.0.1:0", Partitions: testPartitions, SnapshotDir: dir + "/snapshots",
+	if e.host, err = cluster.NewHost(cluster.HostConfig{
+		ServerID: "n1", RaftAddr: "127.0.0.1:0", Partitions: actortest.Partitions, SnapshotDir: dir + "/snapshots",
 		Store: store, HeartbeatTimeout: 100 * time.Millisecond, ElectionTimeout: 100 * time.Millisecond,
-		SnapshotThreshold: 1024, BootstrapSelf: true,
-		OnLeadership: e.rt.SetLeader, Logger: quietLogger(),
-	})
-	if err != nil {
+		SnapshotThreshold: 1024, BootstrapSelf: true, Logger: actortest.Logger(),
+	}); err != nil {
 		t.Fatal(err)
 	}
-	e.host = host
-	ready.Done()
-	waitReady(t, e.rt, testPartitions)
+	if e.rt, err = actors.New(actors.Options{Store: store, Replicator: e.host, Partitions: actortest.Partitions,
+		Registerer: e.reg, Logger: actortest.Logger()}, kinds...); err != nil {
+		t.Fatal(err)
+	}
+	e.host.Start(e.rt.SetLeader)
+	actortest.WaitReady(t, e.rt, actortest.Partitions)
 	return e
 }
 
@@ -65,43 +59,26 @@ func (e *raftEnv) close(t testing.TB) {
 	}
 }
 
-// lateRepl defers to the host once it exists (leadership is reported only after).
-type lateRepl struct {
-	h     **cluster.Host
-	ready *sync.WaitGroup
-}
-
-func (l lateRepl) Propose(p uint32, cmd []byte) actors.Future {
-	l.ready.Wait()
-	return (*l.h).Propose(p, cmd)
-}
-func (l lateRepl) Barrier(p uint32, d time.Duration) error {
-	l.ready.Wait()
-	return (*l.h).Barrier(p, d)
-}
-func (l lateRepl) LastTime(p uint32) int64             { l.ready.Wait(); return (*l.h).LastTime(p) }
-func (l lateRepl) VerifyLeader(p uint32) actors.Future { l.ready.Wait(); return (*l.h).VerifyLeader(p) }
-
 // On real Raft: state and alarms survive a clean restart (crash restarts are tested with
 // SIGKILL in test/crash), and log replay does not re-apply entries.
 func TestRaftRestartKeepsStateAndAlarms(t *testing.T) {
 	dir := t.TempDir()
 	e := startRaftEnv(t, dir, testkinds.Counter())
 	for range 100 {
-		call(t, e.rt, "counter", "r", "incr", nil)
+		actortest.MustCall(t, e.rt, "counter", "r", "incr", nil)
 	}
 	setAlarm(t, e.rt, "r", "after-restart", time.Now().Add(300*time.Millisecond))
 	e.close(t)
 
 	e = startRaftEnv(t, dir, testkinds.Counter())
 	defer e.close(t)
-	if v := call(t, e.rt, "counter", "r", "get", nil); v != "100" {
+	if v := string(actortest.MustCall(t, e.rt, "counter", "r", "get", nil)); v != "100" {
 		t.Fatalf("after restart counter = %s, want 100", v)
 	}
 	await.True(t, 10*time.Second, "alarm after restart", func() bool {
-		return len(decodeFirings(t, call(t, e.rt, "counter", "r", "fired", nil))) == 1
+		return len(decodeFirings(t, string(actortest.MustCall(t, e.rt, "counter", "r", "fired", nil)))) == 1
 	})
-	if n := metric(t, e.reg, "shardkeeper_alarms_fired_total", "", nil); n != 1 {
+	if n := actortest.Metric(t, e.reg, "shardkeeper_alarms_fired_total", "", nil); n != 1 {
 		t.Fatalf("fired %v times", n)
 	}
 }
@@ -116,13 +93,13 @@ func TestRaftCoalescing(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for range 30 {
-				call(t, e.rt, "counter", "hot", "incr", nil)
+				actortest.MustCall(t, e.rt, "counter", "hot", "incr", nil)
 			}
 		}()
 	}
 	wg.Wait()
-	commands := metric(t, e.reg, "shardkeeper_commit_messages", "count", nil)
-	messages := metric(t, e.reg, "shardkeeper_commit_messages", "sum", nil)
+	commands := actortest.Metric(t, e.reg, "shardkeeper_commit_messages", "count", nil)
+	messages := actortest.Metric(t, e.reg, "shardkeeper_commit_messages", "sum", nil)
 	if messages != 64*30 || messages/commands < 4 {
 		t.Fatalf("%v messages in %v commands: want 1920 messages, several per command", messages, commands)
 	}
@@ -156,7 +133,7 @@ func BenchmarkSpreadDurableWrites(b *testing.B) {
 	elapsed := time.Since(start)
 	b.StopTimer()
 	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "acks/s")
-	b.ReportMetric(float64(b.N)/metric(b, e.reg, "shardkeeper_commit_messages", "count", nil), "msgs/cmd")
+	b.ReportMetric(float64(b.N)/actortest.Metric(b, e.reg, "shardkeeper_commit_messages", "count", nil), "msgs/cmd")
 }
 
 // BenchmarkHotActorDurableWrites measures acknowledged durable writes per second to one hot
@@ -186,6 +163,6 @@ func BenchmarkHotActorDurableWrites(b *testing.B) {
 	elapsed := time.Since(start)
 	b.StopTimer()
 	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "acks/s")
-	commands := metric(b, e.reg, "shardkeeper_commit_messages", "count", nil)
+	commands := actortest.Metric(b, e.reg, "shardkeeper_commit_messages", "count", nil)
 	b.ReportMetric(float64(b.N)/commands, "msgs/cmd")
 }

@@ -14,12 +14,13 @@ import (
 	"github.com/shardkeeper/shardkeeper/test/await"
 
 	"github.com/shardkeeper/shardkeeper/actors"
+	"github.com/shardkeeper/shardkeeper/actors/actortest"
 	"github.com/shardkeeper/shardkeeper/test/testkinds"
 )
 
 // N concurrent increments from many goroutines on one actor give exactly N.
 func TestConcurrentIncrementsOnOneActor(t *testing.T) {
-	e := newEnv(t, actors.Options{}, nil, testkinds.Counter())
+	e := actortest.New(t, actortest.Options{}, testkinds.Counter())
 	const goroutines, per = 64, 50
 	var wg sync.WaitGroup
 	seen := make([]map[int64]bool, goroutines)
@@ -29,13 +30,13 @@ func TestConcurrentIncrementsOnOneActor(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for range per {
-				v, _ := strconv.ParseInt(call(t, e.rt, "counter", "hot", "incr", nil), 10, 64)
+				v, _ := strconv.ParseInt(string(e.MustCall("counter", "hot", "incr", nil)), 10, 64)
 				seen[g][v] = true
 			}
 		}()
 	}
 	wg.Wait()
-	if got := call(t, e.rt, "counter", "hot", "get", nil); got != strconv.Itoa(goroutines*per) {
+	if got := string(e.MustCall("counter", "hot", "get", nil)); got != strconv.Itoa(goroutines*per) {
 		t.Fatalf("counter = %s, want %d", got, goroutines*per)
 	}
 	// Every reply is a distinct value: increments were serialized, none lost or doubled.
@@ -52,7 +53,7 @@ func TestConcurrentIncrementsOnOneActor(t *testing.T) {
 		t.Fatalf("%d distinct replies, want %d", len(all), goroutines*per)
 	}
 	// And the writes are durable in storage, not just in the activation.
-	v, ok, err := e.store.Get(actors.PartitionOf("counter", "hot", testPartitions), counterKey("hot"))
+	v, ok, err := e.Store.Get(actors.PartitionOf("counter", "hot", actortest.Partitions), counterKey("hot"))
 	if err != nil || !ok || string(v) != strconv.Itoa(goroutines*per) {
 		t.Fatalf("stored counter = %q %v %v", v, ok, err)
 	}
@@ -113,14 +114,14 @@ func (h rendezvousHandler) Receive(ctx *actors.Context, req actors.Request) ([]b
 // Messages to different actors run in parallel; messages to one actor never do.
 func TestDifferentActorsRunInParallel(t *testing.T) {
 	r := &rendezvous{all: make(chan struct{}), parties: 8}
-	e := newEnv(t, actors.Options{RequestTimeout: 30 * time.Second}, nil, r.kind())
+	e := actortest.New(t, actortest.Options{Runtime: actors.Options{RequestTimeout: 30 * time.Second}}, r.kind())
 	var wg sync.WaitGroup
 	errs := make(chan error, 64)
 	for i := range r.parties {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if _, err := e.rt.Call(context.Background(), "meet", fmt.Sprintf("a%d", i), actors.Request{Method: "meet"}); err != nil {
+			if _, err := e.Runtime.Call(context.Background(), "meet", fmt.Sprintf("a%d", i), actors.Request{Method: "meet"}); err != nil {
 				errs <- err
 			}
 		}()
@@ -131,7 +132,7 @@ func TestDifferentActorsRunInParallel(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for range 50 {
-				if _, err := e.rt.Call(context.Background(), "meet", "single", actors.Request{Method: "touch"}); err != nil {
+				if _, err := e.Runtime.Call(context.Background(), "meet", "single", actors.Request{Method: "touch"}); err != nil {
 					errs <- err
 				}
 			}
@@ -148,9 +149,9 @@ func TestDifferentActorsRunInParallel(t *testing.T) {
 // first command is held until all 64 callers' messages have been handled, so at most one
 // more command may carry the rest.
 func TestWritesCoalesceIntoFewCommands(t *testing.T) {
-	var g *gatedReplicator
+	var g *actortest.Gated
 	handled := make(chan struct{}, 64)
-	e := newEnv(t, actors.Options{}, func(m *actors.MemReplicator) actors.Replicator { g = newGated(m); return g },
+	e := actortest.New(t, actortest.Options{Wrap: func(m *actors.MemReplicator) actors.Replicator { g = actortest.NewGated(m); return g }},
 		signalling(testkinds.Counter(), handled))
 	const callers = 64
 	var wg sync.WaitGroup
@@ -158,29 +159,29 @@ func TestWritesCoalesceIntoFewCommands(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			call(t, e.rt, "counter", "c", "incr", nil)
+			e.MustCall("counter", "c", "incr", nil)
 		}()
 	}
-	<-g.proposed // the first command, carrying whatever was handled before it went out
+	<-g.Proposed // the first command, carrying whatever was handled before it went out
 	for range callers {
 		<-handled
 	}
 	done := make(chan struct{})
 	go func() { wg.Wait(); close(done) }()
-	g.release <- nil
+	g.Release <- nil
 	select {
 	case <-done: // the first command carried all 64
-	case <-g.proposed:
-		g.release <- nil
+	case <-g.Proposed:
+		g.Release <- nil
 		select {
 		case <-done:
-		case <-g.proposed:
-			g.release <- errInjected
+		case <-g.Proposed:
+			g.Release <- errInjected
 			t.Fatal("a third command: messages handled while the first was in flight were not coalesced")
 		}
 	}
-	commands := metric(t, e.reg, "shardkeeper_commit_messages", "count", nil)
-	messages := metric(t, e.reg, "shardkeeper_commit_messages", "sum", nil)
+	commands := e.Metric("shardkeeper_commit_messages", "count", nil)
+	messages := e.Metric("shardkeeper_commit_messages", "sum", nil)
 	if messages != callers || commands > 2 {
 		t.Fatalf("%v messages in %v commands, want %d in at most 2", messages, commands, callers)
 	}
@@ -189,21 +190,20 @@ func TestWritesCoalesceIntoFewCommands(t *testing.T) {
 // The output gate: replies wait for their commit, later messages read uncommitted writes, and
 // a failed commit fails every held reply and discards the uncommitted state.
 func TestOutputGateAndFailedCommit(t *testing.T) {
-	var g *gatedReplicator
+	var g *actortest.Gated
 	handled := make(chan struct{}, 16)
-	e := newEnv(t, actors.Options{RequestTimeout: 30 * time.Second},
-		func(m *actors.MemReplicator) actors.Replicator { g = newGated(m); return g }, signalling(testkinds.Counter(), handled))
+	e := actortest.New(t, actortest.Options{Runtime: actors.Options{RequestTimeout: 30 * time.Second}, Wrap: func(m *actors.MemReplicator) actors.Replicator { g = actortest.NewGated(m); return g }}, signalling(testkinds.Counter(), handled))
 
 	// First increment: committed normally.
 	done := make(chan string, 1)
-	go func() { done <- call(t, e.rt, "counter", "x", "incr", nil) }()
-	<-g.proposed
+	go func() { done <- string(e.MustCall("counter", "x", "incr", nil)) }()
+	<-g.Proposed
 	select {
 	case v := <-done:
 		t.Fatalf("reply %q released before its commit", v)
 	default:
 	}
-	g.release <- nil
+	g.Release <- nil
 	if v := <-done; v != "1" {
 		t.Fatalf("first incr = %s", v)
 	}
@@ -216,17 +216,17 @@ func TestOutputGateAndFailedCommit(t *testing.T) {
 	}
 	second, third := make(chan res, 1), make(chan res, 1)
 	incr := func(results chan<- res) {
-		b, err := e.rt.Call(context.Background(), "counter", "x", actors.Request{Method: "incr"})
+		b, err := e.Runtime.Call(context.Background(), "counter", "x", actors.Request{Method: "incr"})
 		results <- res{string(b), err}
 	}
 	go incr(second)
-	<-g.proposed
+	<-g.Proposed
 	<-handled
 	go incr(third)
 	// The third message's writes form the next batch, proposed only after the second commits;
 	// fail the second.
 	<-handled
-	g.release <- errInjected
+	g.Release <- errInjected
 	// The second's outcome is unknown (its entry was proposed); the third's batch was never
 	// proposed, so it certainly had no effect and may be sent again.
 	if r := <-second; !errors.Is(r.err, actors.ErrUnavailable) || errors.Is(r.err, actors.ErrNotApplied) {
@@ -236,17 +236,19 @@ func TestOutputGateAndFailedCommit(t *testing.T) {
 		t.Fatalf("reply of the batch behind it: %q, %v; want ErrUnavailable and ErrNotApplied", r.v, r.err)
 	}
 	// The failed writes are gone: the next increment reads committed state (1).
-	go func() { done <- call(t, e.rt, "counter", "x", "incr", nil) }()
-	<-g.proposed
-	g.release <- nil
+	go func() { done <- string(e.MustCall("counter", "x", "incr", nil)) }()
+	<-g.Proposed
+	g.Release <- nil
 	<-handled
 	if v := <-done; v != "2" {
 		t.Fatalf("after failed commit incr = %s, want 2 (uncommitted state must be discarded)", v)
 	}
-	if n := metric(t, e.reg, "shardkeeper_actor_activations_total", "", nil); n != 2 {
+	if n := e.Metric("shardkeeper_actor_activations_total", "", nil); n != 2 {
 		t.Fatalf("%v activations, want 2 (a failed commit retires the activation)", n)
 	}
 }
+
+var errInjected = errors.New("injected commit failure")
 
 // signalling wraps a kind so that each handled message is signalled on ch.
 func signalling(k actors.Kind, ch chan<- struct{}) actors.Kind {
@@ -267,22 +269,22 @@ func (s signaller) Receive(ctx *actors.Context, req actors.Request) ([]byte, err
 
 // A request whose commit cannot finish before its deadline fails with ErrUnavailable.
 func TestDeadlineGivesUnavailable(t *testing.T) {
-	var g *gatedReplicator
-	e := newEnv(t, actors.Options{}, func(m *actors.MemReplicator) actors.Replicator { g = newGated(m); return g },
+	var g *actortest.Gated
+	e := actortest.New(t, actortest.Options{Wrap: func(m *actors.MemReplicator) actors.Replicator { g = actortest.NewGated(m); return g }},
 		testkinds.Counter())
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 	defer cancel()
 	errc := make(chan error, 1)
 	go func() {
-		_, err := e.rt.Call(ctx, "counter", "slow", actors.Request{Method: "incr"})
+		_, err := e.Runtime.Call(ctx, "counter", "slow", actors.Request{Method: "incr"})
 		errc <- err
 	}()
-	<-g.proposed
+	<-g.Proposed
 	if err := <-errc; !errors.Is(err, actors.ErrUnavailable) {
 		t.Fatalf("err = %v, want ErrUnavailable", err)
 	}
-	g.release <- nil // the commit completes late; the state is still consistent
-	if v := call(t, e.rt, "counter", "slow", "get", nil); v != "1" {
+	g.Release <- nil // the commit completes late; the state is still consistent
+	if v := string(e.MustCall("counter", "slow", "get", nil)); v != "1" {
 		t.Fatalf("get = %s", v)
 	}
 }
@@ -290,76 +292,75 @@ func TestDeadlineGivesUnavailable(t *testing.T) {
 // Handler errors roll back the message's writes; a panic is an error, not a crash.
 func TestHandlerErrorRollsBack(t *testing.T) {
 	k := actors.Kind{Name: "kv", New: func(string) actors.Handler { return kvHandler{} }}
-	e := newEnv(t, actors.Options{}, nil, k)
-	call(t, e.rt, "kv", "a", "put", []byte("k=1"))
-	if _, err := e.rt.Call(context.Background(), "kv", "a", actors.Request{Method: "put-then-fail", Body: []byte("k=2")}); err == nil {
+	e := actortest.New(t, actortest.Options{}, k)
+	e.MustCall("kv", "a", "put", []byte("k=1"))
+	if _, err := e.Runtime.Call(context.Background(), "kv", "a", actors.Request{Method: "put-then-fail", Body: []byte("k=2")}); err == nil {
 		t.Fatal("want the handler's error")
 	}
-	if _, err := e.rt.Call(context.Background(), "kv", "a", actors.Request{Method: "panic"}); err == nil {
+	if _, err := e.Runtime.Call(context.Background(), "kv", "a", actors.Request{Method: "panic"}); err == nil {
 		t.Fatal("want an error from a panicking handler")
 	}
-	if v := call(t, e.rt, "kv", "a", "get", []byte("k")); v != "1" {
+	if v := string(e.MustCall("kv", "a", "get", []byte("k"))); v != "1" {
 		t.Fatalf("k = %q, want 1 (failed message's write must be discarded)", v)
 	}
 	// A domain outcome (*actors.Error) is the reply, and the message's writes commit.
-	_, err := e.rt.Call(context.Background(), "kv", "a", actors.Request{Method: "put-then-reject", Body: []byte("k=3")})
+	_, err := e.Runtime.Call(context.Background(), "kv", "a", actors.Request{Method: "put-then-reject", Body: []byte("k=3")})
 	var outcome *actors.Error
 	if !errors.As(err, &outcome) || outcome.Code != "rejected" {
 		t.Fatalf("err = %v, want the *actors.Error", err)
 	}
-	if v := call(t, e.rt, "kv", "a", "get", []byte("k")); v != "3" {
+	if v := string(e.MustCall("kv", "a", "get", []byte("k"))); v != "3" {
 		t.Fatalf("k = %q, want 3 (an *actors.Error keeps the message's writes)", v)
 	}
 }
 
 // Leadership loss fails held replies and stops accepting work until leadership returns.
 func TestLeadershipLoss(t *testing.T) {
-	var g *gatedReplicator
-	e := newEnv(t, actors.Options{RequestTimeout: 300 * time.Millisecond},
-		func(m *actors.MemReplicator) actors.Replicator { g = newGated(m); return g }, testkinds.Counter())
-	p := actors.PartitionOf("counter", "l", testPartitions)
+	var g *actortest.Gated
+	e := actortest.New(t, actortest.Options{Runtime: actors.Options{RequestTimeout: 300 * time.Millisecond}, Wrap: func(m *actors.MemReplicator) actors.Replicator { g = actortest.NewGated(m); return g }}, testkinds.Counter())
+	p := actors.PartitionOf("counter", "l", actortest.Partitions)
 	errc := make(chan error, 1)
 	go func() {
-		_, err := e.rt.Call(context.Background(), "counter", "l", actors.Request{Method: "incr"})
+		_, err := e.Runtime.Call(context.Background(), "counter", "l", actors.Request{Method: "incr"})
 		errc <- err
 	}()
-	<-g.proposed
-	e.rt.SetLeader(p, false)
+	<-g.Proposed
+	e.Runtime.SetLeader(p, false)
 	if err := <-errc; !errors.Is(err, actors.ErrUnavailable) || errors.Is(err, actors.ErrNotApplied) {
 		t.Fatalf("held reply after leadership loss: %v, want ErrUnavailable with an unknown outcome", err)
 	}
-	go func() { g.release <- errInjected }() // raft fails the entry too
-	if _, err := e.rt.Call(context.Background(), "counter", "l", actors.Request{Method: "get"}); !errors.Is(err, actors.ErrUnavailable) {
+	go func() { g.Release <- errInjected }() // raft fails the entry too
+	if _, err := e.Runtime.Call(context.Background(), "counter", "l", actors.Request{Method: "get"}); !errors.Is(err, actors.ErrUnavailable) {
 		t.Fatalf("call while not leader: %v, want ErrUnavailable", err)
 	}
-	e.rt.SetLeader(p, true)
-	waitReady(t, e.rt, testPartitions)
-	if v := call(t, e.rt, "counter", "l", "get", nil); v != "0" {
+	e.Runtime.SetLeader(p, true)
+	actortest.WaitReady(t, e.Runtime, actortest.Partitions)
+	if v := string(e.MustCall("counter", "l", "get", nil)); v != "0" {
 		t.Fatalf("get = %s, want 0", v)
 	}
 }
 
 // Idle activations passivate, and the next message reloads state from storage.
 func TestPassivation(t *testing.T) {
-	e := newEnv(t, actors.Options{IdleTimeout: 30 * time.Millisecond}, nil, testkinds.Counter())
-	call(t, e.rt, "counter", "p", "incr", nil)
+	e := actortest.New(t, actortest.Options{Runtime: actors.Options{IdleTimeout: 30 * time.Millisecond}}, testkinds.Counter())
+	e.MustCall("counter", "p", "incr", nil)
 	await.True(t, 5*time.Second, "passivation", func() bool {
-		return metric(t, e.reg, "shardkeeper_actor_passivations_total", "", nil) == 1
+		return e.Metric("shardkeeper_actor_passivations_total", "", nil) == 1
 	})
-	if a := metric(t, e.reg, "shardkeeper_actors_active", "", nil); a != 0 {
+	if a := e.Metric("shardkeeper_actors_active", "", nil); a != 0 {
 		t.Fatalf("%v active after passivation", a)
 	}
-	if v := call(t, e.rt, "counter", "p", "incr", nil); v != "2" {
+	if v := string(e.MustCall("counter", "p", "incr", nil)); v != "2" {
 		t.Fatalf("incr after passivation = %s, want 2", v)
 	}
-	if n := metric(t, e.reg, "shardkeeper_actor_activations_total", "", nil); n != 2 {
+	if n := e.Metric("shardkeeper_actor_activations_total", "", nil); n != 2 {
 		t.Fatalf("%v activations, want 2", n)
 	}
 }
 
 func TestUnknownKind(t *testing.T) {
-	e := newEnv(t, actors.Options{}, nil, testkinds.Counter())
-	if _, err := e.rt.Call(context.Background(), "nope", "x", actors.Request{}); !errors.Is(err, actors.ErrUnknownKind) {
+	e := actortest.New(t, actortest.Options{}, testkinds.Counter())
+	if _, err := e.Runtime.Call(context.Background(), "nope", "x", actors.Request{}); !errors.Is(err, actors.ErrUnknownKind) {
 		t.Fatalf("err = %v", err)
 	}
 }
@@ -400,12 +401,12 @@ func (f failedFuture) Error() error { return f.err }
 // A reply that depends on no uncommitted write waits for a leadership check after it was
 // produced; a deposed leader answers ErrUnavailable instead of possibly stale state.
 func TestReadsRequireVerifiedLeadership(t *testing.T) {
-	e := newEnv(t, actors.Options{}, func(m *actors.MemReplicator) actors.Replicator { return deposedReplicator{m} },
+	e := actortest.New(t, actortest.Options{Wrap: func(m *actors.MemReplicator) actors.Replicator { return deposedReplicator{m} }},
 		testkinds.Counter())
-	if v := call(t, e.rt, "counter", "r", "incr", nil); v != "1" { // a commit proves leadership
+	if v := string(e.MustCall("counter", "r", "incr", nil)); v != "1" { // a commit proves leadership
 		t.Fatalf("incr = %s", v)
 	}
-	if _, err := e.rt.Call(context.Background(), "counter", "r", actors.Request{Method: "get"}); !errors.Is(err, actors.ErrUnavailable) {
+	if _, err := e.Runtime.Call(context.Background(), "counter", "r", actors.Request{Method: "get"}); !errors.Is(err, actors.ErrUnavailable) {
 		t.Fatalf("read on a node that cannot verify its leadership: %v, want ErrUnavailable", err)
 	}
 }

@@ -4,9 +4,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"net/http"
 	"strconv"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/shardkeeper/shardkeeper/actors"
@@ -30,24 +33,56 @@ func Errorf(status int, code, format string, args ...any) *Error {
 // retryAfterUnavailable is the Retry-After of a 503 unavailable: about one election.
 const retryAfterUnavailable = 1
 
-// codeStatus maps the contract's error codes, as actor kinds return them in *actors.Error,
-// to HTTP statuses. A code missing here is a programming error and answers 500.
-var codeStatus = map[string]int{
-	"invalid_request":   http.StatusBadRequest,
-	"invalid_id":        http.StatusBadRequest,
-	"invalid_signature": http.StatusUnauthorized,
-	"org_mismatch":      http.StatusForbidden,
-	"not_found":         http.StatusNotFound,
-	"unknown_device":    http.StatusNotFound,
-	"unknown_nonce":     http.StatusNotFound,
-	"unknown_server":    http.StatusNotFound,
-	"nonce_used":        http.StatusConflict,
-	"nonce_expired":     http.StatusGone,
-	"body_too_large":    http.StatusRequestEntityTooLarge,
-	"too_many_pending":  http.StatusTooManyRequests,
-	"registry_full":     http.StatusServiceUnavailable,
-	"unavailable":       http.StatusServiceUnavailable,
+// coreCodes are the error codes of the HTTP layer and of the conventions every domain shares,
+// with their statuses. Domains add theirs with RegisterCodes.
+var coreCodes = map[string]int{
+	"invalid_request":    http.StatusBadRequest,
+	"invalid_id":         http.StatusBadRequest,
+	"unauthorized":       http.StatusUnauthorized,
+	"admin_disabled":     http.StatusForbidden,
+	"not_found":          http.StatusNotFound,
+	"method_not_allowed": http.StatusMethodNotAllowed,
+	"body_too_large":     http.StatusRequestEntityTooLarge,
+	"internal":           http.StatusInternalServerError,
+	"unavailable":        http.StatusServiceUnavailable,
 }
+
+// codes maps every known error code, as actor kinds return them in *actors.Error, to its HTTP
+// status: coreCodes merged with every domain's. It is replaced, never changed in place, so that
+// WriteError reads it without a lock.
+var (
+	codes   atomic.Pointer[map[string]int]
+	codesMu sync.Mutex // serializes RegisterCodes
+)
+
+func init() {
+	m := maps.Clone(coreCodes)
+	codes.Store(&m)
+}
+
+// RegisterCodes adds a domain's error codes and their HTTP statuses to the map WriteError uses.
+// A code known already with the same status is fine (two domains may share "nonce_used"); with
+// another status it is an error naming both, and nothing is added.
+func RegisterCodes(add map[string]int) error {
+	codesMu.Lock()
+	defer codesMu.Unlock()
+	m := maps.Clone(*codes.Load())
+	for code, status := range add {
+		if old, ok := m[code]; ok && old != status {
+			return fmt.Errorf("error code %q maps to HTTP %d, and already to %d", code, status, old)
+		}
+		m[code] = status
+	}
+	codes.Store(&m)
+	return nil
+}
+
+// Codes returns every known error code with its HTTP status.
+func Codes() map[string]int { return maps.Clone(*codes.Load()) }
+
+// CoreCodes returns the codes of the HTTP layer and the shared conventions (those known before
+// any RegisterCodes) with their HTTP statuses.
+func CoreCodes() map[string]int { return maps.Clone(coreCodes) }
 
 // WriteJSON writes v as the JSON body with the given status.
 func WriteJSON(w http.ResponseWriter, status int, v any) {
@@ -81,8 +116,8 @@ func AsError(err error) *Error {
 	case errors.As(err, &e):
 		e = &Error{Status: e.Status, Code: e.Code, Message: e.Message, RetryAfter: e.RetryAfter}
 	case errors.As(err, &outcome):
-		status, ok := codeStatus[outcome.Code]
-		if !ok {
+		status, ok := (*codes.Load())[outcome.Code]
+		if !ok { // a programming error: the domain did not register the code
 			status = http.StatusInternalServerError
 		}
 		e = &Error{Status: status, Code: outcome.Code, Message: outcome.Message, RetryAfter: seconds(outcome.RetryAfter)}

@@ -4,15 +4,17 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"net/http"
 	"net/http/httptest"
 	"net/url"
 	pathpkg "path"
 	"testing"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/shardkeeper/shardkeeper/actors"
 	"github.com/shardkeeper/shardkeeper/api"
 	"github.com/shardkeeper/shardkeeper/config"
+	"github.com/shardkeeper/shardkeeper/domain"
+	"github.com/shardkeeper/shardkeeper/domains"
 )
 
 // refusingCaller answers every actor call with a domain "not found", so that any response
@@ -42,8 +44,8 @@ var fuzzRoutes = []struct{ method, path string }{
 }
 
 // FuzzRequestDecoding: whatever the body and path argument, a handler never panics and
-// answers a 4xx whose body carries an error code (the refusing caller makes every request
-// that decodes cleanly end in 404).
+// answers a 4xx whose JSON body carries an error code (the refusing caller makes every
+// request that decodes cleanly end in 404; a path that does not route is the JSON 404 too).
 func FuzzRequestDecoding(f *testing.F) {
 	seeds := []string{
 		`{"device_id":"d1","version":"1","platform":"p","build_hash":"h","public_key":"AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA="}`,
@@ -61,8 +63,11 @@ func FuzzRequestDecoding(f *testing.F) {
 	f.Add(uint8(12), "x", bytes.Repeat([]byte(" "), api.MaxBody+1))
 	cfg := config.Default()
 	cfg.AdminToken = "secret"
-	mux := http.NewServeMux()
-	api.Register(mux, refusingCaller{}, cfg)
+	mux, err := domain.NewMux(nil, prometheus.NewRegistry(), domains.All(), refusingCaller{}, cfg)
+	if err != nil {
+		f.Fatal(err)
+	}
+	handler := api.RouteErrors(mux)
 	f.Fuzz(func(t *testing.T, route uint8, arg string, body []byte) {
 		r := fuzzRoutes[int(route)%len(fuzzRoutes)]
 		path := r.path
@@ -75,12 +80,12 @@ func FuzzRequestDecoding(f *testing.F) {
 		req := httptest.NewRequest(r.method, "http://sk"+path, bytes.NewReader(body))
 		req.Header.Set("Authorization", "Bearer secret")
 		rec := httptest.NewRecorder()
-		mux.ServeHTTP(rec, req)
+		handler.ServeHTTP(rec, req)
 		if rec.Code < 400 || rec.Code >= 500 {
 			t.Fatalf("%s %s body %q: status %d, want 4xx: %s", r.method, path, body, rec.Code, rec.Body)
 		}
-		if rec.Code == http.StatusNotFound && rec.Header().Get("Content-Type") != "application/json" {
-			return // the mux's own 404 for a path that does not route (e.g. an empty segment)
+		if ct := rec.Header().Get("Content-Type"); ct != "application/json" {
+			t.Fatalf("%s %s: status %d with Content-Type %q", r.method, path, rec.Code, ct)
 		}
 		var e struct {
 			Error string `json:"error"`

@@ -12,21 +12,16 @@ import (
 	"time"
 
 	"github.com/shardkeeper/shardkeeper/actors"
-	"github.com/shardkeeper/shardkeeper/ident"
+	"github.com/shardkeeper/shardkeeper/actors/kit"
 )
 
 // MaxBody is the largest request body accepted (413 body_too_large beyond it).
 const MaxBody = 64 << 10
 
-// ValidDeviceID, ValidName (server ids, registry names, org ids) and ValidNonce report whether
-// s is well formed.
-func ValidDeviceID(s string) bool { return ident.Long(s) }
-func ValidName(s string) bool     { return ident.Name(s) }
-func ValidNonce(s string) bool    { return ident.Long(s) }
-
-// InvalidID is the error for a malformed identifier.
+// InvalidID is the error for a malformed identifier. The message repeats at most the start of
+// value, whatever its length.
 func InvalidID(field, value string) *Error {
-	return Errorf(http.StatusBadRequest, "invalid_id", "%s %q is not a valid identifier", field, value)
+	return Errorf(http.StatusBadRequest, "invalid_id", "%s %s is not a valid identifier", field, kit.Quote(value))
 }
 
 // DecodeJSON reads r's body into dst: at most MaxBody bytes (413 body_too_large), one JSON
@@ -48,7 +43,8 @@ func DecodeBytes(body []byte, dst any) *Error {
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(dst); err != nil {
-		return Errorf(http.StatusBadRequest, "invalid_request", "malformed JSON body: %v", err)
+		// The decoder's message may name an unknown field, as long as the client made it.
+		return Errorf(http.StatusBadRequest, "invalid_request", "malformed JSON body: %s", kit.Clip(err.Error()))
 	}
 	if dec.More() {
 		return Errorf(http.StatusBadRequest, "invalid_request", "trailing data after the JSON body")

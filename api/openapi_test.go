@@ -1,68 +1,226 @@
 package api_test
 
 import (
-	"os"
-	"sort"
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"maps"
+	"net/http"
+	"net/http/httptest"
+	"reflect"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
 	"testing"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/shardkeeper/shardkeeper/api"
+	"github.com/shardkeeper/shardkeeper/cluster"
+	"github.com/shardkeeper/shardkeeper/config"
+	"github.com/shardkeeper/shardkeeper/domain"
+	"github.com/shardkeeper/shardkeeper/domains"
 	"go.yaml.in/yaml/v3"
 )
 
-// The OpenAPI document must describe every path of the contract (../shared/API.md), and
-// nothing that is not served.
-func TestOpenAPIDescribesTheContract(t *testing.T) {
-	b, err := os.ReadFile("openapi.yaml")
+// openAPIDoc is the part of openapi.yaml the tests read.
+type openAPIDoc struct {
+	OpenAPI    string                              `yaml:"openapi"`
+	Paths      map[string]map[string]yaml.Node     `yaml:"paths"`
+	Components struct{ Schemas map[string]schema } `yaml:"components"`
+}
+
+type schema struct {
+	Properties map[string]schema `yaml:"properties"`
+	Items      *schema           `yaml:"items"`
+	Enum       []string          `yaml:"enum"`
+	Ref        string            `yaml:"$ref"`
+}
+
+func loadOpenAPI(t *testing.T) openAPIDoc {
+	t.Helper()
+	var doc openAPIDoc
+	if err := yaml.Unmarshal(api.OpenAPI(), &doc); err != nil {
+		t.Fatalf("openapi.yaml: %v", err)
+	}
+	return doc
+}
+
+// operations are the (method, path) pairs of doc, as mux patterns: "GET /v1/nonces/{nonce}".
+func operations(doc openAPIDoc) map[string]bool {
+	ops := map[string]bool{}
+	for path, item := range doc.Paths {
+		for method := range item {
+			switch method {
+			case "get", "put", "post", "delete", "patch", "head", "options", "trace":
+				ops[strings.ToUpper(method)+" "+path] = true
+			}
+		}
+	}
+	return ops
+}
+
+// opsPatterns are the patterns api.RegisterOps registers, read from its source: every
+// Handle and HandleFunc call on its mux. A pattern that is not a string literal cannot be read
+// and fails the test.
+func opsPatterns(t *testing.T) []string {
+	t.Helper()
+	f, err := parser.ParseFile(token.NewFileSet(), "ops.go", nil, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var doc struct {
-		OpenAPI string                    `yaml:"openapi"`
-		Paths   map[string]map[string]any `yaml:"paths"`
-	}
-	if err := yaml.Unmarshal(b, &doc); err != nil {
-		t.Fatalf("openapi.yaml: %v", err)
-	}
-	want := map[string][]string{
-		"/v1/attest/{registry}/register":            {"post"},
-		"/v1/attest/{registry}/challenge":           {"post"},
-		"/v1/attest/{registry}/verify":              {"post"},
-		"/v1/attest/{registry}/devices/{device_id}": {"get", "delete"},
-		"/attest/register":                          {"post"},
-		"/attest/challenge":                         {"post"},
-		"/attest/verify":                            {"post"},
-		"/v1/servers/{registry}/{server_id}":        {"put", "delete"},
-		"/v1/servers/{registry}":                    {"get"},
-		"/servers":                                  {"get", "post"},
-		"/v1/nonces":                                {"post"},
-		"/v1/nonces/{nonce}/consume":                {"post"},
-		"/v1/nonces/{nonce}":                        {"get"},
-		"/healthz":                                  {"get"},
-		"/readyz":                                   {"get"},
-		"/metrics":                                  {"get"},
-		"/v1/cluster":                               {"get"},
-		"/v1/cluster/hashes":                        {"get"},
-	}
-	for path, methods := range want {
-		ops, ok := doc.Paths[path]
-		if !ok {
-			t.Errorf("openapi.yaml lacks %s", path)
+	var patterns []string
+	for _, d := range f.Decls {
+		fn, ok := d.(*ast.FuncDecl)
+		if !ok || fn.Name.Name != "RegisterOps" || fn.Recv != nil {
 			continue
 		}
-		var got []string
-		for m := range ops {
-			if m != "parameters" {
-				got = append(got, m)
+		mux := fn.Type.Params.List[0].Names[0].Name
+		ast.Inspect(fn.Body, func(n ast.Node) bool {
+			call, ok := n.(*ast.CallExpr)
+			if !ok {
+				return true
 			}
-		}
-		sort.Strings(got)
-		sort.Strings(methods)
-		if len(got) != len(methods) {
-			t.Errorf("%s: methods %v, want %v", path, got, methods)
+			sel, ok := call.Fun.(*ast.SelectorExpr)
+			if !ok || (sel.Sel.Name != "Handle" && sel.Sel.Name != "HandleFunc") {
+				return true
+			}
+			if x, ok := sel.X.(*ast.Ident); !ok || x.Name != mux {
+				return true
+			}
+			lit, ok := call.Args[0].(*ast.BasicLit)
+			p, err := strconv.Unquote(litValue(lit))
+			if !ok || lit.Kind != token.STRING || err != nil {
+				t.Fatalf("api.RegisterOps registers a route whose pattern is not a string literal; this test reads them from ops.go")
+			}
+			patterns = append(patterns, p)
+			return true
+		})
+	}
+	if len(patterns) == 0 {
+		t.Fatal("found no route of api.RegisterOps in ops.go")
+	}
+	return patterns
+}
+
+func litValue(l *ast.BasicLit) string {
+	if l == nil {
+		return ""
+	}
+	return l.Value
+}
+
+var wildcard = regexp.MustCompile(`\{[^}]*\}`)
+
+// resolve is the pattern of mux that serves a request to pattern (wildcards filled in).
+func resolve(mux *http.ServeMux, pattern string) string {
+	method, path, _ := strings.Cut(pattern, " ")
+	req := httptest.NewRequest(method, wildcard.ReplaceAllString(path, "x"), nil)
+	_, got := mux.Handler(req)
+	return got
+}
+
+// The routes of the node — api.RegisterOps', GET /openapi.yaml and every domain's the binary
+// serves, each checked to be live on the mux the node builds — are exactly the operations of
+// openapi.yaml.
+func TestOpenAPIDescribesEveryRoute(t *testing.T) {
+	cfg := config.Default()
+	mux, err := domain.NewMux(nil, prometheus.NewRegistry(), domains.All(), nil, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	served := map[string]bool{api.OpenAPIRoute().Pattern: true}
+	for _, p := range opsPatterns(t) {
+		served[p] = true
+	}
+	for _, r := range domain.Routes(domains.All(), nil, cfg) {
+		served[r.Pattern] = true
+	}
+	for p := range served {
+		if got := resolve(mux, p); got != p {
+			t.Errorf("%s: the node's mux serves it with %q", p, got)
 		}
 	}
-	for path := range doc.Paths {
-		if _, ok := want[path]; !ok {
-			t.Errorf("openapi.yaml describes %s, which the contract does not have", path)
+	documented := operations(loadOpenAPI(t))
+	for _, p := range slices.Sorted(maps.Keys(served)) {
+		if !documented[p] {
+			t.Errorf("%s is served but openapi.yaml does not describe it", p)
 		}
+	}
+	for p := range documented {
+		if !served[p] {
+			t.Errorf("openapi.yaml describes %s, which the node does not serve", p)
+		}
+	}
+}
+
+// Every error code an answer can carry — the core ones and every domain's — is in the enum of
+// the Error schema, and the enum has no other.
+func TestOpenAPIListsEveryErrorCode(t *testing.T) {
+	codes := api.CoreCodes()
+	for _, d := range domains.All() {
+		maps.Copy(codes, d.Codes)
+	}
+	want := slices.Sorted(maps.Keys(codes))
+	got := slices.Sorted(slices.Values(loadOpenAPI(t).Components.Schemas["Error"].Properties["error"].Enum))
+	if !slices.Equal(got, want) {
+		t.Fatalf("Error.error enum %v\nwant the codes answered %v", got, want)
+	}
+}
+
+// jsonFields are the JSON names of the fields of struct type typ.
+func jsonFields(typ reflect.Type) []string {
+	var out []string
+	for i := range typ.NumField() {
+		name, _, _ := strings.Cut(typ.Field(i).Tag.Get("json"), ",")
+		if name != "" && name != "-" {
+			out = append(out, name)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+func propertyNames(s schema) []string {
+	var out []string
+	for name := range s.Properties {
+		out = append(out, name)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// The Cluster schema has exactly the fields GET /v1/cluster answers.
+func TestOpenAPIClusterBody(t *testing.T) {
+	schemas := loadOpenAPI(t).Components.Schemas
+	clusterDoc := schemas["Cluster"]
+	resolveRef := func(s schema) schema {
+		if s.Ref != "" {
+			return schemas[strings.TrimPrefix(s.Ref, "#/components/schemas/")]
+		}
+		return s
+	}
+	for _, c := range []struct {
+		name string
+		doc  schema
+		typ  reflect.Type
+	}{
+		{"cluster", clusterDoc, reflect.TypeFor[api.ClusterStatus]()},
+		{"member", resolveRef(*clusterDoc.Properties["members"].Items), reflect.TypeFor[api.Member]()},
+		{"partition", resolveRef(*clusterDoc.Properties["partitions"].Items), reflect.TypeFor[cluster.PartitionStatus]()},
+	} {
+		if got, want := propertyNames(c.doc), jsonFields(c.typ); !slices.Equal(got, want) {
+			t.Errorf("%s: openapi.yaml documents %v; the body has %v", c.name, got, want)
+		}
+	}
+}
+
+// GET /openapi.yaml serves the document.
+func TestOpenAPIServed(t *testing.T) {
+	rec := httptest.NewRecorder()
+	api.OpenAPIRoute().Handler(rec, httptest.NewRequest(http.MethodGet, "/openapi.yaml", nil))
+	if rec.Code != http.StatusOK || rec.Header().Get("Content-Type") != "application/yaml" ||
+		rec.Body.String() != string(api.OpenAPI()) || !strings.HasPrefix(rec.Body.String(), "openapi: 3") {
+		t.Fatalf("GET /openapi.yaml: %d %q, %d bytes", rec.Code, rec.Header().Get("Content-Type"), rec.Body.Len())
 	}
 }

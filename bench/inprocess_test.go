@@ -19,6 +19,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/shardkeeper/shardkeeper/actors/device"
+	"github.com/shardkeeper/shardkeeper/actors/servers"
 	"github.com/shardkeeper/shardkeeper/bench/internal/httpconn"
 	"github.com/shardkeeper/shardkeeper/bench/internal/load"
 	"github.com/shardkeeper/shardkeeper/bench/internal/workload"
@@ -36,7 +38,8 @@ func startNode(b *testing.B) string {
 		cfg.NodeID = "bench"
 		cfg.Partitions = 16
 		cfg.RaftHeartbeatTimeout, cfg.RaftElectionTimeout = def.RaftHeartbeatTimeout, def.RaftElectionTimeout
-		cfg.MaxPendingPerDevice, cfg.MaxDevices, cfg.MaxServers = 1_000_000, 1_000_000, 1_000_000
+		device.Settings.Update(cfg, func(o *device.Config) { o.MaxPending, o.MaxDevices = 1_000_000, 1_000_000 })
+		servers.Settings.Update(cfg, func(o *servers.Config) { o.MaxServers = 1_000_000 })
 	})
 	url := "http://" + n.HTTPAddr()
 	c, err := client.New([]string{url})

@@ -1,5 +1,9 @@
-// Package client is a typed Go client of shardkeeper's HTTP API (see API.md): device
+// Package client is a typed Go client of shardkeeper's HTTP API (api/openapi.yaml): device
 // attestation registries, server registries, the nonce oracle and the operational endpoints.
+//
+// The calls of every domain live in this one package, a file per domain (devices.go,
+// servers.go, nonces.go), because a Go client is one type with methods and its users import one
+// package; a new domain adds its file here.
 //
 // A Client is safe for concurrent use. Calls take a context; its deadline bounds the whole
 // call, retries included. With several base URLs (the nodes of a cluster) attempts go round

@@ -111,6 +111,14 @@ func TestEndpoints(t *testing.T) {
 			200, `{"node_id":"n1","members":[{"node_id":"n1","state":"alive","http_addr":"127.0.0.1:8080"}],"partitions":[{"id":0,"leader":"n1","replicas":["n1"],"applied_index":7}]}`,
 			&ClusterStatus{NodeID: "n1", Members: []Member{{NodeID: "n1", State: "alive", HTTPAddr: "127.0.0.1:8080"}},
 				Partitions: []Partition{{ID: 0, Leader: "n1", Replicas: []string{"n1"}, AppliedIndex: 7}}}},
+		{"cluster with every field", func(ctx context.Context, c *Client) (any, error) {
+			return c.Cluster(ctx)
+		}, "GET", "/v1/cluster", "", false,
+			200, `{"node_id":"n1","members":[{"node_id":"n2","server_id":"n2@x1","state":"suspect","state_since":5,"http_addr":"h:1"}],` +
+				`"partitions":[{"id":3,"leader":"n1","replicas":["n1","n2"],"voters":["n1"],"non_voters":["n2"],"applied_index":9,"lag":{"n2":4},"under_replicated":true}]}`,
+			&ClusterStatus{NodeID: "n1", Members: []Member{{NodeID: "n2", ServerID: "n2@x1", State: "suspect", StateSince: 5, HTTPAddr: "h:1"}},
+				Partitions: []Partition{{ID: 3, Leader: "n1", Replicas: []string{"n1", "n2"}, Voters: []string{"n1"}, NonVoters: []string{"n2"},
+					AppliedIndex: 9, Lag: map[string]uint64{"n2": 4}, UnderReplicated: true}}}},
 		{"path segments are escaped", func(ctx context.Context, c *Client) (any, error) {
 			return c.GetDevice(ctx, "a/b", "c d")
 		}, "GET", "/v1/attest/a%2Fb/devices/c%20d", "", false,

@@ -9,16 +9,25 @@ import (
 // Member is one cluster member of GET /v1/cluster.
 type Member struct {
 	NodeID   string `json:"node_id"`
-	State    string `json:"state"`
-	HTTPAddr string `json:"http_addr"`
+	ServerID string `json:"server_id"` // Raft server id: node id @ data directory incarnation
+	State    string `json:"state"`     // alive, suspect, failed or left, as gossip sees it
+	// StateSince is when the member entered State, as the answering node saw it (Unix ms).
+	StateSince int64  `json:"state_since"`
+	HTTPAddr   string `json:"http_addr"`
 }
 
 // Partition is one partition of GET /v1/cluster.
 type Partition struct {
-	ID           uint32   `json:"id"`
-	Leader       string   `json:"leader"` // node id; "" while the partition has no leader
-	Replicas     []string `json:"replicas"`
-	AppliedIndex uint64   `json:"applied_index"`
+	ID        uint32   `json:"id"`
+	Leader    string   `json:"leader"` // node id; "" while the partition has no leader
+	Replicas  []string `json:"replicas"`
+	Voters    []string `json:"voters"`
+	NonVoters []string `json:"non_voters"`
+	// AppliedIndex is the answering node's when it replicates the partition, else the leader's.
+	AppliedIndex uint64 `json:"applied_index"`
+	// Lag is how many entries each replica (by node id) trails the leader; nil when unknown.
+	Lag             map[string]uint64 `json:"lag,omitempty"`
+	UnderReplicated bool              `json:"under_replicated"`
 }
 
 // ClusterStatus is the answer of GET /v1/cluster: the answering node's view.

@@ -12,47 +12,20 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/shardkeeper/shardkeeper/actors/actortest"
 )
 
-// fakeClock is the client's clock and sleeper in tests: sleeping advances it instantly and
-// records the wait, so waits are measured exactly, never with the wall clock.
-type fakeClock struct {
-	mu    sync.Mutex
-	now   time.Time
-	waits []time.Duration
-}
-
-func (f *fakeClock) Now() time.Time {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.now
-}
-
-func (f *fakeClock) Sleep(ctx context.Context, d time.Duration) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.waits = append(f.waits, d)
-	f.now = f.now.Add(d)
-	return nil
-}
-
-func (f *fakeClock) Waits() []time.Duration {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return append([]time.Duration(nil), f.waits...)
-}
-
 // newTestClient is a client of urls with a fake clock, jitter fixed at u and policy p.
-func newTestClient(t *testing.T, urls []string, p RetryPolicy, u float64, opts ...Option) (*Client, *fakeClock) {
+func newTestClient(t *testing.T, urls []string, p RetryPolicy, u float64, opts ...Option) (*Client, *actortest.Clock) {
 	t.Helper()
 	c, err := New(urls, append([]Option{WithRetryPolicy(p)}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
-	clk := &fakeClock{now: time.Unix(1_700_000_000, 0)}
+	// Sleeping advances the fake clock at once and records the wait, so waits are measured
+	// exactly, never with the wall clock.
+	clk := actortest.NewClock(time.Unix(1_700_000_000, 0))
 	c.now, c.sleep = clk.Now, clk.Sleep
 	c.uniform = func() float64 { return u }
 	return c, clk
@@ -286,7 +259,7 @@ func TestRetryStopsAtContextDeadline(t *testing.T) {
 	defer srv.Close()
 	c, clk := newTestClient(t, []string{srv.URL}, DefaultRetryPolicy, 0.5)
 	// The deadline is 2 s after now: a 5 s Retry-After cannot fit.
-	clk.now = time.Now()
+	clk.Set(time.Now())
 	ctx, cancel := context.WithDeadline(context.Background(), clk.Now().Add(2*time.Second))
 	defer cancel()
 	_, err := c.GetNonce(ctx, "n1")

@@ -45,9 +45,6 @@ type HostConfig struct {
 	// bootstrap later, through Host.Bootstrap, once enough members are known.
 	BootstrapSelf bool
 
-	// OnLeadership, when set, makes NewHost call Start with it.
-	OnLeadership func(p uint32, leader bool)
-
 	// Logger receives this host's lines and hashicorp/raft's (component=raft), at its
 	// handler's level.
 	Logger *slog.Logger
@@ -105,9 +102,6 @@ func NewHost(cfg HostConfig) (*Host, error) {
 			return nil, err
 		}
 		h.groups = append(h.groups, g)
-	}
-	if cfg.OnLeadership != nil {
-		h.Start(cfg.OnLeadership)
 	}
 	return h, nil
 }

@@ -41,11 +41,7 @@ func TestReconcilerPass(t *testing.T) {
 
 // A node leading more than its share hands one partition over per pass.
 func TestReconcilerBalances(t *testing.T) {
-	var parts []PartitionInfo
-	for p := range uint32(4) {
-		parts = append(parts, PartitionInfo{ID: p, Replica: true, Leader: "a@1", Servers: voters("a@1", "b@1")})
-	}
-	h := &fakeRaft{self: "a@1", parts: parts}
+	h := &fakeRaft{self: "a@1", parts: ledByA(4)}
 	m := &fakeMembers{members: alive("a@1", "b@1")}
 	r := NewReconciler(ReconcilerConfig{Host: h, Members: m, Replicas: 2, DeadGrace: time.Minute,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
@@ -57,11 +53,7 @@ func TestReconcilerBalances(t *testing.T) {
 
 // No leadership is handed to a suspect member: it may be gone, and the transfer would time out.
 func TestReconcilerBalancesOnlyToAliveMembers(t *testing.T) {
-	var parts []PartitionInfo
-	for p := range uint32(4) {
-		parts = append(parts, PartitionInfo{ID: p, Replica: true, Leader: "a@1", Servers: voters("a@1", "b@1")})
-	}
-	h := &fakeRaft{self: "a@1", parts: parts}
+	h := &fakeRaft{self: "a@1", parts: ledByA(4)}
 	m := &fakeMembers{members: append(alive("a@1"), Member{NodeMeta: testMeta("b@1"), State: StateSuspect})}
 	r := NewReconciler(ReconcilerConfig{Host: h, Members: m, Replicas: 2, DeadGrace: time.Minute,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
@@ -69,4 +61,13 @@ func TestReconcilerBalancesOnlyToAliveMembers(t *testing.T) {
 	if len(h.changes) != 0 {
 		t.Fatalf("changes = %q, want none (b is suspect)", h.changes)
 	}
+}
+
+// ledByA is n partitions on a and b, all led by a.
+func ledByA(n int) []PartitionInfo {
+	var parts []PartitionInfo
+	for p := range uint32(n) {
+		parts = append(parts, PartitionInfo{ID: p, Replica: true, Leader: "a@1", Servers: voters("a@1", "b@1")})
+	}
+	return parts
 }

@@ -55,13 +55,6 @@ func TestDefault(t *testing.T) {
 		Partitions:           16,
 		Replicas:             3,
 		AdminToken:           "",
-		AttestNonceTTL:       5 * time.Minute,
-		MaxPendingPerDevice:  5,
-		MaxDevices:           100000,
-		DeviceTTL:            2160 * time.Hour,
-		ServerTTL:            5 * time.Minute,
-		MaxServers:           1000,
-		OracleNonceTTL:       time.Hour,
 		RequestTimeout:       5 * time.Second,
 		ActorIdleTimeout:     2 * time.Minute,
 		ShutdownDrain:        2 * time.Second,
@@ -70,6 +63,7 @@ func TestDefault(t *testing.T) {
 		RaftCommitTimeout:    500 * time.Millisecond,
 		SnapshotThreshold:    8192, SnapshotInterval: 2 * time.Minute, RaftTrailingLogs: 10240,
 		LogLevel:   "info",
+		LogFormat:  "json",
 		ConfigFile: "",
 	}
 	if got := Default(); !reflect.DeepEqual(got, want) {
@@ -112,13 +106,6 @@ var samples = map[string]struct {
 	"partitions":             {"64", func(c *Config) { c.Partitions = 64 }},
 	"replicas":               {"5", func(c *Config) { c.Replicas = 5 }},
 	"admin-token":            {"s3cret", func(c *Config) { c.AdminToken = "s3cret" }},
-	"attest-nonce-ttl":       {"90s", func(c *Config) { c.AttestNonceTTL = 90 * time.Second }},
-	"max-pending-per-device": {"7", func(c *Config) { c.MaxPendingPerDevice = 7 }},
-	"max-devices":            {"42", func(c *Config) { c.MaxDevices = 42 }},
-	"device-ttl":             {"24h", func(c *Config) { c.DeviceTTL = 24 * time.Hour }},
-	"server-ttl":             {"1m30s", func(c *Config) { c.ServerTTL = 90 * time.Second }},
-	"max-servers":            {"10", func(c *Config) { c.MaxServers = 10 }},
-	"oracle-nonce-ttl":       {"2h", func(c *Config) { c.OracleNonceTTL = 2 * time.Hour }},
 	"request-timeout":        {"1500ms", func(c *Config) { c.RequestTimeout = 1500 * time.Millisecond }},
 	"actor-idle-timeout":     {"30s", func(c *Config) { c.ActorIdleTimeout = 30 * time.Second }},
 	"shutdown-drain":         {"5s", func(c *Config) { c.ShutdownDrain = 5 * time.Second }},
@@ -129,15 +116,16 @@ var samples = map[string]struct {
 	"snapshot-interval":      {"10s", func(c *Config) { c.SnapshotInterval = 10 * time.Second }},
 	"raft-trailing-logs":     {"16", func(c *Config) { c.RaftTrailingLogs = 16 }},
 	"log-level":              {"debug", func(c *Config) { c.LogLevel = "debug" }},
+	"log-format":             {"text", func(c *Config) { c.LogFormat = "text" }},
 	"debug-addr":             {"127.0.0.1:6060", func(c *Config) { c.DebugAddr = "127.0.0.1:6060" }},
 	"advertise-addr":         {"10.0.0.7", func(c *Config) { c.AdvertiseAddr = "10.0.0.7" }},
 }
 
 // TestEachSourceSetsEachOption sets every option, one at a time, from each source.
 func TestEachSourceSetsEachOption(t *testing.T) {
-	for _, o := range options {
-		if _, ok := samples[o.name]; !ok && !o.noFile {
-			t.Errorf("option --%s has no sample in the test", o.name)
+	for _, o := range coreOptions(&Config{}) {
+		if _, ok := samples[o.Name]; !ok && !o.NoFile {
+			t.Errorf("option --%s has no sample in the test", o.Name)
 		}
 	}
 	for name, s := range samples {
@@ -256,32 +244,38 @@ func TestBadValueNamesFlag(t *testing.T) {
 		exact   string   // the whole message, when set
 		contain []string // substrings of the message
 	}{
-		{name: "flag duration", args: []string{"--attest-nonce-ttl", "abc"},
-			exact: `invalid value "abc" for --attest-nonce-ttl: time: invalid duration "abc"`},
-		{name: "flag duration single dash", args: []string{"-attest-nonce-ttl=abc"},
-			exact: `invalid value "abc" for --attest-nonce-ttl: time: invalid duration "abc"`},
-		{name: "flag duration after good flags", args: []string{"--partitions", "8", "--device-ttl", "1d"},
-			contain: []string{`invalid value "1d" for --device-ttl`, `time: unknown unit "d"`}},
-		{name: "env duration", env: map[string]string{"SHARDKEEPER_ATTEST_NONCE_TTL": "abc"},
-			contain: []string{`invalid value "abc" for --attest-nonce-ttl`, "SHARDKEEPER_ATTEST_NONCE_TTL", `time: invalid duration "abc"`}},
-		{name: "yaml duration", yaml: "partitions: 8\nattest-nonce-ttl: abc\n",
-			contain: []string{`invalid value "abc" for --attest-nonce-ttl`, "line 2", `time: invalid duration "abc"`}},
-		{name: "yaml number as duration", yaml: "server-ttl: 300\n",
-			contain: []string{`invalid value "300" for --server-ttl`, "missing unit"}},
-		{name: "flag int", args: []string{"--partitions", "many"},
-			contain: []string{`invalid value "many" for --partitions`, "invalid syntax"}},
-		{name: "env int", env: map[string]string{"SHARDKEEPER_MAX_DEVICES": "1e5"},
-			contain: []string{`invalid value "1e5" for --max-devices`, "SHARDKEEPER_MAX_DEVICES"}},
+		{name: "flag duration", args: []string{"--request-timeout", "abc"},
+			exact: `invalid value "abc" for --request-timeout: time: invalid duration "abc"`},
+		{name: "flag duration single dash", args: []string{"-request-timeout=abc"},
+			exact: `invalid value "abc" for --request-timeout: time: invalid duration "abc"`},
+		{name: "flag duration after good flags", args: []string{"--partitions", "8", "--actor-idle-timeout", "1d"},
+			contain: []string{`invalid value "1d" for --actor-idle-timeout`, `time: unknown unit "d"`}},
+		{name: "env duration", env: map[string]string{"SHARDKEEPER_REQUEST_TIMEOUT": "abc"},
+			contain: []string{`invalid value "abc" for --request-timeout`, "SHARDKEEPER_REQUEST_TIMEOUT", `time: invalid duration "abc"`}},
+		{name: "yaml duration", yaml: "partitions: 8\nrequest-timeout: abc\n",
+			contain: []string{`invalid value "abc" for --request-timeout`, "line 2", `time: invalid duration "abc"`}},
+		{name: "yaml number as duration", yaml: "snapshot-interval: 300\n",
+			contain: []string{`invalid value "300" for --snapshot-interval`, "missing unit"}},
+		{name: "flag int", args: []string{"--partitions", "abc"},
+			exact: `invalid value "abc" for --partitions: not an integer`},
+		{name: "flag int out of range", args: []string{"--partitions", "99999999999999999999"},
+			exact: `invalid value "99999999999999999999" for --partitions: out of range for an integer`},
+		{name: "env int", env: map[string]string{"SHARDKEEPER_BOOTSTRAP_EXPECT": "1e5"},
+			exact: `invalid value "1e5" for --bootstrap-expect (from SHARDKEEPER_BOOTSTRAP_EXPECT): not an integer`},
+		{name: "yaml int", yaml: "replicas: three\n",
+			contain: []string{`invalid value "three" for --replicas`, "line 1", ": not an integer"}},
+		{name: "flag uint", args: []string{"--raft-trailing-logs", "x"},
+			exact: `invalid value "x" for --raft-trailing-logs: not a non-negative integer`},
 		{name: "yaml float as int", yaml: "replicas: 2.5\n",
 			contain: []string{`invalid value "2.5" for --replicas`}},
 		{name: "negative uint", args: []string{"--snapshot-threshold", "-1"},
-			contain: []string{`invalid value "-1" for --snapshot-threshold`}},
+			exact: `invalid value "-1" for --snapshot-threshold: not a non-negative integer`},
 		{name: "yaml list for scalar", yaml: "partitions: [1, 2]\n",
 			contain: []string{`"partitions"`, "not a list"}},
 		{name: "yaml mapping value", yaml: "node-id: {a: b}\n",
 			contain: []string{`"node-id"`, "single value"}},
 		{name: "flag error wins over env error", args: []string{"--raft-addr=x", "--partitions=x"},
-			env:     map[string]string{"SHARDKEEPER_DEVICE_TTL": "x"},
+			env:     map[string]string{"SHARDKEEPER_ACTOR_IDLE_TIMEOUT": "x"},
 			contain: []string{`--partitions`}},
 	}
 	for _, tt := range tests {
@@ -296,6 +290,9 @@ func TestBadValueNamesFlag(t *testing.T) {
 			}
 			if tt.exact != "" && err.Error() != tt.exact {
 				t.Errorf("error = %q, want %q", err, tt.exact)
+			}
+			if strings.Contains(err.Error(), "strconv") {
+				t.Errorf("error = %q names a Go function", err)
 			}
 			for _, s := range tt.contain {
 				if !strings.Contains(err.Error(), s) {
@@ -315,7 +312,7 @@ func TestErrorsWrap(t *testing.T) {
 	if !strings.Contains(err.Error(), "--config") {
 		t.Fatalf("missing config file: error %q does not name --config", err)
 	}
-	_, err = Load([]string{"--device-ttl", "x"}, env(nil), nil)
+	_, err = Load([]string{"--request-timeout", "x"}, env(nil), nil)
 	var inner interface{ Unwrap() error }
 	if !errors.As(err, &inner) || inner.Unwrap() == nil {
 		t.Fatalf("error %v does not wrap the parse error", err)
@@ -330,7 +327,7 @@ func TestYAMLFile(t *testing.T) {
 		check   func(t *testing.T, c Config)
 	}{
 		{name: "unknown key", yaml: "partitions: 8\npartitons: 9\n", wantErr: []string{`unknown key "partitons"`, "line 2"}},
-		{name: "env-style key", yaml: "attest_nonce_ttl: 5m\n", wantErr: []string{`unknown key "attest_nonce_ttl"`}},
+		{name: "env-style key", yaml: "request_timeout: 5s\n", wantErr: []string{`unknown key "request_timeout"`}},
 		{name: "config key", yaml: "config: other.yaml\n", wantErr: []string{`"config"`, "cannot be set"}},
 		{name: "duplicate key", yaml: "partitions: 8\npartitions: 9\n", wantErr: []string{`duplicate key "partitions"`}},
 		{name: "not a mapping", yaml: "- partitions\n", wantErr: []string{"expected a mapping"}},
@@ -358,9 +355,9 @@ func TestYAMLFile(t *testing.T) {
 			}
 		}},
 		{name: "unknown anchored key", yaml: "x-timeout: &t 7s\n", wantErr: []string{`unknown key "x-timeout"`}},
-		{name: "alias value", yaml: "attest-nonce-ttl: &t 7s\nserver-ttl: *t\n", check: func(t *testing.T, c Config) {
-			if c.AttestNonceTTL != 7*time.Second || c.ServerTTL != 7*time.Second {
-				t.Errorf("got %s %s, want 7s 7s", c.AttestNonceTTL, c.ServerTTL)
+		{name: "alias value", yaml: "request-timeout: &t 7s\nactor-idle-timeout: *t\n", check: func(t *testing.T, c Config) {
+			if c.RequestTimeout != 7*time.Second || c.ActorIdleTimeout != 7*time.Second {
+				t.Errorf("got %s %s, want 7s 7s", c.RequestTimeout, c.ActorIdleTimeout)
 			}
 		}},
 	}
@@ -455,9 +452,6 @@ func TestValidate(t *testing.T) {
 		{"partitions negative", func(c *Config) { c.Partitions = -1 }, "partitions"},
 		{"bootstrap-expect 0", func(c *Config) { c.BootstrapExpect = 0 }, "bootstrap-expect"},
 		{"replicas 0", func(c *Config) { c.Replicas = 0 }, "replicas"},
-		{"max-pending-per-device 0", func(c *Config) { c.MaxPendingPerDevice = 0 }, "max-pending-per-device"},
-		{"max-devices 0", func(c *Config) { c.MaxDevices = 0 }, "max-devices"},
-		{"max-servers -3", func(c *Config) { c.MaxServers = -3 }, "max-servers"},
 		{"snapshot-threshold 0", func(c *Config) { c.SnapshotThreshold = 0 }, "snapshot-threshold"},
 		{"snapshot-interval 0", func(c *Config) { c.SnapshotInterval = 0 }, "snapshot-interval"},
 		{"raft-trailing-logs 0", func(c *Config) { c.RaftTrailingLogs = 0 }, "raft-trailing-logs"},
@@ -489,10 +483,6 @@ func TestValidate(t *testing.T) {
 		{"advertise host:port", func(c *Config) { c.AdvertiseAddr = "10.1.2.3:7000" }, "advertise-addr"},
 		{"advertise 0.0.0.0", func(c *Config) { c.AdvertiseAddr = "0.0.0.0" }, "advertise-addr"},
 		{"advertise with remote port 0", func(c *Config) { c.AdvertiseAddr, c.RemoteAddr = "10.1.2.3", "0.0.0.0:0" }, "remote-addr"},
-		{"attest-nonce-ttl 0", func(c *Config) { c.AttestNonceTTL = 0 }, "attest-nonce-ttl"},
-		{"device-ttl negative", func(c *Config) { c.DeviceTTL = -time.Hour }, "device-ttl"},
-		{"server-ttl 0", func(c *Config) { c.ServerTTL = 0 }, "server-ttl"},
-		{"oracle-nonce-ttl 0", func(c *Config) { c.OracleNonceTTL = 0 }, "oracle-nonce-ttl"},
 		{"request-timeout 0", func(c *Config) { c.RequestTimeout = 0 }, "request-timeout"},
 		{"actor-idle-timeout 0", func(c *Config) { c.ActorIdleTimeout = 0 }, "actor-idle-timeout"},
 		{"shutdown-drain negative", func(c *Config) { c.ShutdownDrain = -time.Second }, "shutdown-drain"},
@@ -508,6 +498,10 @@ func TestValidate(t *testing.T) {
 		{"log-level verbose", func(c *Config) { c.LogLevel = "verbose" }, "log-level"},
 		{"log-level upper case", func(c *Config) { c.LogLevel = "INFO" }, "log-level"},
 		{"log-level warn", func(c *Config) { c.LogLevel = "warn" }, ""},
+		{"log-format text", func(c *Config) { c.LogFormat = "text" }, ""},
+		{"log-format xml", func(c *Config) { c.LogFormat = "xml" }, "log-format"},
+		{"log-format empty", func(c *Config) { c.LogFormat = "" }, "log-format"},
+		{"log-format upper case", func(c *Config) { c.LogFormat = "JSON" }, "log-format"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -599,16 +593,24 @@ func TestHelp(t *testing.T) {
 				t.Fatalf("Load(%s) = %v, want flag.ErrHelp", arg, err)
 			}
 			usage := out.String()
-			for _, o := range options {
-				if !strings.Contains(usage, "--"+o.name+" ") {
-					t.Errorf("usage does not list --%s", o.name)
+			for _, o := range coreOptions(&Config{}) {
+				if !strings.Contains(usage, "--"+o.Name+" ") {
+					t.Errorf("usage does not list --%s", o.Name)
 				}
-				if !strings.Contains(usage, envName(o.name)) {
-					t.Errorf("usage does not list %s", envName(o.name))
+				if !strings.Contains(usage, envName(o.Name)) {
+					t.Errorf("usage does not list %s", envName(o.Name))
 				}
 			}
-			if !strings.Contains(usage, `(default "5m")`) {
-				t.Errorf("usage does not show the default of --attest-nonce-ttl:\n%s", usage)
+			if !strings.Contains(usage, `(default "5s")`) {
+				t.Errorf("usage does not show the default of --request-timeout:\n%s", usage)
+			}
+			// The node id's default is computed at start: said once, in words.
+			line := usageLine(t, usage, "--node-id ")
+			if n := strings.Count(line, "default"); n != 1 || !strings.Contains(line, "(default: the host name)") {
+				t.Errorf("--node-id usage states its default %d times: %q", n, line)
+			}
+			if line := usageLine(t, usage, "--log-format "); !strings.Contains(line, `(default "json")`) {
+				t.Errorf("--log-format usage: %q", line)
 			}
 		})
 	}
@@ -616,6 +618,18 @@ func TestHelp(t *testing.T) {
 	if _, err := Load([]string{"-h"}, nil, nil); !errors.Is(err, flag.ErrHelp) {
 		t.Fatalf("Load(-h) with nil usage = %v, want flag.ErrHelp", err)
 	}
+}
+
+// usageLine is the line of usage that starts with prefix (after indentation).
+func usageLine(t *testing.T, usage, prefix string) string {
+	t.Helper()
+	for _, l := range strings.Split(usage, "\n") {
+		if strings.HasPrefix(strings.TrimSpace(l), prefix) {
+			return l
+		}
+	}
+	t.Fatalf("usage has no line for %s:\n%s", prefix, usage)
+	return ""
 }
 
 func TestEnvName(t *testing.T) {

@@ -25,8 +25,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/shardkeeper/shardkeeper/actors"
 	"github.com/shardkeeper/shardkeeper/api"
+	"github.com/shardkeeper/shardkeeper/buildinfo"
 	"github.com/shardkeeper/shardkeeper/cluster"
 	"github.com/shardkeeper/shardkeeper/config"
+	"github.com/shardkeeper/shardkeeper/domain"
 	"github.com/shardkeeper/shardkeeper/persistence"
 )
 
@@ -56,10 +58,10 @@ type Node struct {
 
 // Options extend a node beyond its configuration.
 type Options struct {
-	Kinds []actors.Kind
-	// Routes adds handlers to the HTTP mux; caller reaches any actor in the cluster.
-	Routes func(mux *http.ServeMux, caller api.Caller)
-	Logger *slog.Logger
+	// Domains are what the node serves: their actor kinds run in the runtime, their routes
+	// answer on the HTTP mux, their settings are read from the config.
+	Domains []domain.Domain
+	Logger  *slog.Logger
 	// DeadGrace is how long a dead member keeps its replicas before they are replaced
 	// (default 30s).
 	DeadGrace time.Duration
@@ -85,7 +87,7 @@ func Start(cfg config.Config, opts Options) (n *Node, err error) {
 	// Scheduler latencies (go_sched_latencies_seconds) tell a node whose goroutines wait for a
 	// CPU, e.g. behind blocking fsyncs, from one that waits on the network or on Raft.
 	n.registry.MustRegister(collectors.NewGoCollector(collectors.WithGoCollectorRuntimeMetrics(collectors.MetricsScheduler)),
-		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), buildinfo.Collector())
 
 	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
 		return nil, fmt.Errorf("data dir: %w", err)
@@ -119,7 +121,7 @@ func Start(cfg config.Config, opts Options) (n *Node, err error) {
 	if n.runtime, err = actors.New(actors.Options{
 		Store: n.store, Replicator: host, Partitions: cfg.Partitions, Registerer: n.registry, System: n.system,
 		Logger: logger, RequestTimeout: cfg.RequestTimeout, IdleTimeout: cfg.ActorIdleTimeout,
-	}, opts.Kinds...); err != nil {
+	}, domain.Kinds(opts.Domains, cfg)...); err != nil {
 		return nil, err
 	}
 	host.Start(n.runtime.SetLeader)
@@ -151,12 +153,15 @@ func Start(cfg config.Config, opts Options) (n *Node, err error) {
 		return nil, err
 	}
 
-	mux := http.NewServeMux()
-	api.RegisterOps(mux, n, n.registry)
-	if opts.Routes != nil {
-		opts.Routes(mux, n.router)
+	mux, err := domain.NewMux(n, n.registry, opts.Domains, n.router, cfg)
+	if err != nil {
+		return nil, err
 	}
-	n.http = &http.Server{Handler: n.drainAware(mux), ReadHeaderTimeout: 10 * time.Second}
+	handler, err := api.Instrument(n.registry, api.RouteErrors(mux))
+	if err != nil {
+		return nil, err
+	}
+	n.http = &http.Server{Handler: n.drainAware(handler), ReadHeaderTimeout: 10 * time.Second}
 	go func() { n.served <- n.http.Serve(n.ln) }()
 	if cfg.DebugAddr != "" {
 		if n.debug, err = startDebug(cfg.DebugAddr, logger); err != nil {

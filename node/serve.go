@@ -3,6 +3,7 @@ package node
 import (
 	"context"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"os/signal"
@@ -10,20 +11,20 @@ import (
 	"time"
 
 	"github.com/shardkeeper/shardkeeper/config"
+	"github.com/shardkeeper/shardkeeper/domain"
 )
 
 // Serve is a process's whole life as a node: it parses args (flags, SHARDKEEPER_* environment,
-// --config file), starts the node with the options options(cfg) gives, and on SIGTERM or
-// SIGINT shuts down gracefully. It returns nil after a clean shutdown (exit 0), or the
-// configuration or start-up error (which names the flag at fault).
-func Serve(args []string, options func(config.Config) Options) error {
-	cfg, err := config.Load(args, os.LookupEnv, os.Stderr)
+// --config file; the core settings and those of opts.Domains), starts the node with opts, and
+// on SIGTERM or SIGINT shuts down gracefully. It returns nil after a clean shutdown (exit 0),
+// or the configuration or start-up error (which names the flag at fault).
+func Serve(args []string, opts Options) error {
+	cfg, err := config.Load(args, os.LookupEnv, os.Stderr, domain.Settings(opts.Domains)...)
 	if err != nil {
 		return err
 	}
-	logger := slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: cfg.SlogLevel()}))
+	logger := slog.New(logHandler(os.Stderr, cfg.LogFormat, cfg.SlogLevel()))
 	slog.SetDefault(logger)
-	opts := options(cfg)
 	opts.Logger = logger
 	n, err := Start(cfg, opts)
 	if err != nil {
@@ -44,4 +45,15 @@ func Serve(args []string, options func(config.Config) Options) error {
 	}
 	logger.Info("stopped")
 	return nil
+}
+
+// logHandler is the handler of every log line of the process, on w: JSON lines (the
+// default, for log collectors) or slog's key=value text (--log-format text, for people).
+// The format was validated with the configuration.
+func logHandler(w io.Writer, format string, level slog.Leveler) slog.Handler {
+	opts := &slog.HandlerOptions{Level: level}
+	if format == "text" {
+		return slog.NewTextHandler(w, opts)
+	}
+	return slog.NewJSONHandler(w, opts)
 }

@@ -6,9 +6,11 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"strconv"
 	"strings"
+	"syscall"
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/bloom"
@@ -21,6 +23,7 @@ import (
 // A Store is safe for concurrent use.
 type Store struct {
 	db     *pebble.DB
+	lock   *pebble.Lock    // the directory's lock, taken before Open so that its failure is known
 	opts   *pebble.Options // as opened (defaults filled in): sstables for ingestion match them
 	dir    string
 	logger *slog.Logger
@@ -49,8 +52,14 @@ func Open(dir string, logger *slog.Logger) (*Store, error) {
 		opts.Levels[i].FilterPolicy = bloom.FilterPolicy(10)
 	}
 	opts.EnsureDefaults()
+	lock, err := lockDir(dir, opts)
+	if err != nil {
+		return nil, err
+	}
+	opts.Lock = lock
 	db, err := pebble.Open(dir, opts)
 	if err != nil {
+		_ = lock.Close()
 		return nil, fmt.Errorf("open pebble at %s: %w", dir, err)
 	}
 	// A restore interrupted by a crash leaves its half-written sstable behind; it was never
@@ -58,16 +67,48 @@ func Open(dir string, logger *slog.Logger) (*Store, error) {
 	// second process on the same data directory cannot delete a running restore's file.
 	if err := opts.FS.RemoveAll(restoreDir(dir)); err != nil {
 		_ = db.Close()
+		_ = lock.Close()
 		return nil, fmt.Errorf("remove %s: %w", restoreDir(dir), err)
 	}
-	return &Store{db: db, opts: opts, dir: dir, logger: logger}, nil
+	return &Store{db: db, lock: lock, opts: opts, dir: dir, logger: logger}, nil
 }
 
-// Close closes the database. Nothing may use the Store afterwards.
-func (s *Store) Close() error { return s.db.Close() }
+// ErrDirInUse is wrapped by Open's error when another process (or another Store in this
+// process) has the data directory open.
+var ErrDirInUse = errors.New("in use by another process")
 
-// Metrics exposes Pebble's own metrics for diagnostics.
-func (s *Store) Metrics() *pebble.Metrics { return s.db.Metrics() }
+// lockDir takes the Pebble directory lock of dir (creating dir if needed) ahead of Open, so
+// that a lock held by someone else is told apart from every other reason Open can fail.
+func lockDir(dir string, opts *pebble.Options) (*pebble.Lock, error) {
+	if err := opts.FS.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("create %s: %w", dir, err)
+	}
+	lock, err := pebble.LockDirectory(dir, opts.FS)
+	if err == nil {
+		return lock, nil
+	}
+	if lockHeld(err) {
+		return nil, fmt.Errorf("data directory %s is %w", dir, ErrDirInUse)
+	}
+	return nil, fmt.Errorf("lock %s: %w", dir, err)
+}
+
+// lockHeld reports whether a LockDirectory error means that the lock is taken. Pebble's
+// lock is a POSIX record lock (fcntl F_SETLK), which fails with EAGAIN or EACCES when
+// another process holds it; creating the LOCK file fails with a *PathError instead, which
+// is a different problem (permissions, a read-only disk). Pebble refuses a second lock in
+// its own process with a plain error that only its text identifies.
+func lockHeld(err error) bool {
+	var pathErr *fs.PathError
+	if errors.As(err, &pathErr) {
+		return false
+	}
+	return errors.Is(err, syscall.EAGAIN) || errors.Is(err, syscall.EWOULDBLOCK) ||
+		errors.Is(err, syscall.EACCES) || strings.Contains(err.Error(), "lock held by current process")
+}
+
+// Close closes the database and releases its directory. Nothing may use the Store afterwards.
+func (s *Store) Close() error { return errors.Join(s.db.Close(), s.lock.Close()) }
 
 // EnsurePartitions records the partition count on first use and afterwards refuses any other
 // count: P decides which partition every identity hashes to, so it can never change.

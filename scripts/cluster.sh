@@ -1,38 +1,247 @@
 #!/usr/bin/env bash
-# Three shardkeeper nodes on loopback behind HAProxy on one port.
-#   scripts/cluster.sh start   # build, start n1..n3 and haproxy (port $PORT, default 8080)
-#   scripts/cluster.sh stop    # stop everything (SIGTERM: nodes leave gracefully)
-#   scripts/cluster.sh status  # the cluster as node n1 sees it
-# State lives in ./data/cluster (data dirs, logs, pids, haproxy.cfg).
+# Three shardkeeper nodes on loopback behind HAProxy on one port (make cluster,
+# make cluster-restart NODE=n2, make cluster-stop).
+#
+#   scripts/cluster.sh start         build, start n1..n3 and haproxy, wait until all serve
+#   scripts/cluster.sh restart n2    stop n2 if it runs (SIGTERM), start it again with the
+#                                    same flags and data, wait until its /readyz answers 200
+#   scripts/cluster.sh stop          SIGTERM every node (they leave gracefully) and haproxy,
+#                                    wait for them, report any node that exited non-zero
+#   scripts/cluster.sh status        the cluster as the first running node sees it
+#
+# Environment:
+#   CLUSTER_DIR    state: data dirs, logs (nN.log), pid files, exit statuses, haproxy.cfg
+#                  (default ./data/cluster)
+#   PORT           HAProxy's port (default 8080)
+#   BASE_PORT      node nN listens on BASE_PORT+N (HTTP), +10+N (actor remoting), +20+N
+#                  (gossip), +30+N (Raft); default 18080, so HTTP on 18081-18083
+#   BIN            the shardkeeper binary; when set, start does not build it
+#   START_TIMEOUT  seconds to wait for nodes to serve (default 60)
+#   STOP_TIMEOUT   seconds to wait for processes to exit after SIGTERM (default 30)
+#
+# PORT and BASE_PORT are recorded in CLUSTER_DIR at start: later commands, and a later start
+# on the same data, use the recorded ones unless set again.
+#
+# start refuses to run over a live cluster (any node or haproxy of CLUSTER_DIR running) and
+# fails, printing the end of the node's log, if a node exits before it serves. Each node runs
+# under a small wrapper that writes its exit status to CLUSTER_DIR/nN.exit, so that stop,
+# which runs in another shell, can tell a clean exit (0) from a failed one. Every command
+# exits 0 only if it did all it says.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-DIR=${CLUSTER_DIR:-./data/cluster}
-PORT=${PORT:-8080}
-BIN=./bin/shardkeeper
 
-node_flags() { # $1 = 1..3
+DIR=$(realpath -m "${CLUSTER_DIR:-./data/cluster}")
+NODES=(1 2 3)
+START_TIMEOUT=${START_TIMEOUT:-60}
+STOP_TIMEOUT=${STOP_TIMEOUT:-30}
+BUILD=1
+if [ -n "${BIN:-}" ]; then BUILD=0; else BIN=./bin/shardkeeper; fi
+BIN=$(realpath -m "$BIN")
+
+# The recorded ports of this cluster directory, unless the environment says otherwise.
+REC_PORT="" REC_BASE_PORT=""
+if [ -f "$DIR/cluster.env" ]; then
+  REC_PORT=$(sed -n 's/^PORT=//p' "$DIR/cluster.env")
+  REC_BASE_PORT=$(sed -n 's/^BASE_PORT=//p' "$DIR/cluster.env")
+fi
+PORT=${PORT:-${REC_PORT:-8080}}
+BASE_PORT=${BASE_PORT:-${REC_BASE_PORT:-18080}}
+
+say() { echo "cluster: $*"; }
+fail() { echo "cluster: $*" >&2; exit 1; }
+
+http_port() { echo $((BASE_PORT + $1)); }
+
+# node_args N sets ARGS to node nN's serve arguments.
+node_args() {
   local i=$1
-  echo "--node-id n$i --data-dir $DIR/n$i --http-addr 127.0.0.1:$((18080 + i)) \
-    --gossip-addr 127.0.0.1:$((17945 + i)) --raft-addr 127.0.0.1:$((17000 + i)) \
-    --remote-addr 127.0.0.1:$((18090 + i)) --bootstrap-expect 3 --join 127.0.0.1:17946 \
-    --raft-heartbeat-timeout 300ms --raft-election-timeout 300ms"
+  ARGS=(serve --node-id "n$i" --data-dir "$DIR/n$i"
+    --http-addr "127.0.0.1:$((BASE_PORT + i))" --remote-addr "127.0.0.1:$((BASE_PORT + 10 + i))"
+    --gossip-addr "127.0.0.1:$((BASE_PORT + 20 + i))" --raft-addr "127.0.0.1:$((BASE_PORT + 30 + i))"
+    --join "127.0.0.1:$((BASE_PORT + 21))" --bootstrap-expect 3
+    --raft-heartbeat-timeout 300ms --raft-election-timeout 300ms)
+}
+
+# is_running PID: the process exists and is not a zombie (a child exited but not yet reaped,
+# which kill -0 still finds).
+is_running() {
+  local state
+  kill -0 "$1" 2>/dev/null || return 1
+  state=$(sed -n 's/^[0-9]* (.*) \([A-Za-z]\).*/\1/p' "/proc/$1/stat" 2>/dev/null) || return 0
+  [ "$state" != Z ]
+}
+
+# alive_pid FILE PATTERN prints the pid in FILE if that process runs and its command line
+# contains PATTERN (a pid file may outlive its process, and the pid be reused by another).
+alive_pid() {
+  local file=$1 pattern=$2 pid args
+  [ -f "$file" ] || return 1
+  pid=$(cat "$file" 2>/dev/null) || return 1
+  [[ "$pid" =~ ^[0-9]+$ ]] || return 1
+  is_running "$pid" || return 1
+  args=$(tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null || ps -ww -o args= -p "$pid" 2>/dev/null) || return 1
+  [[ "$args " == *"$pattern"* ]] || return 1
+  echo "$pid"
+}
+node_pid() { alive_pid "$DIR/n$1.pid" "--node-id n$1 "; }
+haproxy_pid() { alive_pid "$DIR/haproxy.pid" "$DIR/haproxy.cfg"; }
+
+# exit_status N prints node nN's recorded exit status, waiting briefly for the wrapper to
+# write it after the process is gone; "unknown" if it never does.
+exit_status() {
+  local f="$DIR/n$1.exit"
+  for _ in $(seq 1 50); do
+    if [ -s "$f" ]; then cat "$f"; return; fi
+    sleep 0.1
+  done
+  echo unknown
+}
+
+# describe_status STATUS says in words how a process ended.
+describe_status() {
+  case "$1" in
+    0) echo "exited 0" ;;
+    unknown) echo "ended with an unknown exit status" ;;
+    *)
+      if [ "$1" -gt 128 ] 2>/dev/null; then
+        echo "was killed by signal $(kill -l $(($1 - 128)) 2>/dev/null || echo $(($1 - 128))) (status $1)"
+      else
+        echo "exited with status $1"
+      fi ;;
+  esac
+}
+
+http_code() { curl -s -o /dev/null -m 2 -w '%{http_code}' "$1" 2>/dev/null || true; }
+
+# log_tail N prints the end of node nN's log, for a failure message.
+log_tail() {
+  echo "--- last lines of $DIR/n$1.log ---" >&2
+  tail -n 25 "$DIR/n$1.log" >&2 || true
+  echo "---" >&2
+}
+
+# start_node N launches node nN under the exit-status wrapper, in a session of its own (so
+# that a Ctrl-C of this script does not reach it), and waits for its pid file.
+start_node() {
+  local i=$1
+  node_args "$i"
+  rm -f "$DIR/n$i.pid" "$DIR/n$i.exit"
+  echo "=== $(date -u +%FT%TZ) cluster.sh starts n$i" >>"$DIR/n$i.log"
+  # shellcheck disable=SC2016 # expanded by the wrapper
+  setsid bash -c '
+    pidfile=$1 exitfile=$2; shift 2
+    "$@" &
+    pid=$!
+    echo "$pid" >"$pidfile"
+    wait "$pid"
+    echo $? >"$exitfile.tmp" && mv "$exitfile.tmp" "$exitfile"
+  ' wrapper "$DIR/n$i.pid" "$DIR/n$i.exit" "$BIN" "${ARGS[@]}" </dev/null >>"$DIR/n$i.log" 2>&1 &
+  for _ in $(seq 1 100); do
+    [ -s "$DIR/n$i.pid" ] && return
+    sleep 0.05
+  done
+  fail "n$i: the wrapper did not record a pid"
+}
+
+# wait_ready N... waits until every node given answers 200 on /readyz; it fails, with the end
+# of the node's log, as soon as one of them exits.
+wait_ready() {
+  local deadline=$((SECONDS + START_TIMEOUT)) pending=("$@") left i
+  while :; do
+    left=()
+    for i in "${pending[@]}"; do
+      if ! node_pid "$i" >/dev/null; then
+        echo >&2
+        echo "cluster: n$i $(describe_status "$(exit_status "$i")") before it served" >&2
+        log_tail "$i"
+        return 1
+      fi
+      [ "$(http_code "http://127.0.0.1:$(http_port "$i")/readyz")" = 200 ] || left+=("$i")
+    done
+    [ ${#left[@]} -eq 0 ] && break
+    pending=("${left[@]}")
+    if [ $SECONDS -ge "$deadline" ]; then
+      echo >&2
+      echo "cluster: not ready after ${START_TIMEOUT}s: $(printf 'n%s ' "${pending[@]}")(logs in $DIR)" >&2
+      return 1
+    fi
+    echo -n .
+    sleep 0.5
+  done
+  echo
+}
+
+# stop_pids NAME:PID... sends SIGTERM to each and waits up to STOP_TIMEOUT for all to exit;
+# it prints the survivors and returns 1 if any is left.
+stop_pids() {
+  local entry deadline=$((SECONDS + STOP_TIMEOUT)) survivors
+  for entry in "$@"; do kill -TERM "${entry#*:}" 2>/dev/null || true; done
+  while :; do
+    survivors=()
+    for entry in "$@"; do
+      if is_running "${entry#*:}"; then survivors+=("$entry"); fi
+    done
+    [ ${#survivors[@]} -eq 0 ] && return 0
+    if [ $SECONDS -ge "$deadline" ]; then
+      echo "cluster: still running ${STOP_TIMEOUT}s after SIGTERM: $(printf '%s ' "${survivors[@]/:/ pid }")" >&2
+      return 1
+    fi
+    sleep 0.1
+  done
+}
+
+# find_running sets LIVE to the live processes of this cluster directory (NAME:PID) and STALE
+# to the nodes whose pid file outlived them (they exited since the last command); it removes
+# the stale pid files, saying how each of those nodes ended.
+find_running() {
+  local i pid
+  LIVE=() STALE=()
+  for i in "${NODES[@]}"; do
+    if pid=$(node_pid "$i"); then
+      LIVE+=("n$i:$pid")
+    elif [ -f "$DIR/n$i.pid" ]; then
+      STALE+=("$i")
+      echo "cluster: n$i (pid $(cat "$DIR/n$i.pid")) is not running: it $(describe_status "$(exit_status "$i")"); removing its pid file" >&2
+      rm -f "$DIR/n$i.pid"
+    fi
+  done
+  if pid=$(haproxy_pid); then
+    LIVE+=("haproxy:$pid")
+  elif [ -f "$DIR/haproxy.pid" ]; then
+    echo "cluster: haproxy (pid $(cat "$DIR/haproxy.pid")) is not running; removing its pid file" >&2
+    rm -f "$DIR/haproxy.pid"
+  fi
 }
 
 start() {
   if ! command -v haproxy >/dev/null; then
-    if [ "$(id -u)" = 0 ]; then
-      echo "installing haproxy (Debian package)"; apt-get install -y haproxy >/dev/null
+    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+      say "installing haproxy (Debian package)"; apt-get install -y -qq haproxy >/dev/null
     else
-      echo "haproxy is not installed: apt-get install haproxy" >&2; exit 1
+      fail "haproxy is not installed: apt-get install haproxy"
     fi
   fi
-  make build >/dev/null
   mkdir -p "$DIR"
-  for i in 1 2 3; do
-    # shellcheck disable=SC2046
-    $BIN serve $(node_flags $i) >>"$DIR/n$i.log" 2>&1 &
-    echo $! >"$DIR/n$i.pid"
-  done
+  find_running
+  if [ ${#LIVE[@]} -gt 0 ]; then
+    fail "a cluster is already running in $DIR: $(printf '%s ' "${LIVE[@]/:/ pid }")
+  (scripts/cluster.sh stop stops it; scripts/cluster.sh restart nN restarts one node)"
+  fi
+  if [ "$BUILD" = 1 ]; then
+    make build >/dev/null
+  fi
+  [ -x "$BIN" ] || fail "no binary at $BIN"
+  printf 'PORT=%s\nBASE_PORT=%s\n' "$PORT" "$BASE_PORT" >"$DIR/cluster.env"
+
+  local i
+  for i in "${NODES[@]}"; do start_node "$i"; done
+  echo -n "cluster: waiting for n1..n3 to serve"
+  if ! wait_ready "${NODES[@]}"; then
+    echo "cluster: start failed; stopping the nodes it started" >&2
+    stop >&2 || true
+    exit 1
+  fi
+
   cat >"$DIR/haproxy.cfg" <<CFG
 global
   maxconn 4096
@@ -50,39 +259,90 @@ backend nodes
   option httpchk GET /readyz
   http-check expect status 200
   default-server inter 500ms fall 2 rise 2
-  server n1 127.0.0.1:18081 check
-  server n2 127.0.0.1:18082 check
-  server n3 127.0.0.1:18083 check
+  server n1 127.0.0.1:$(http_port 1) check
+  server n2 127.0.0.1:$(http_port 2) check
+  server n3 127.0.0.1:$(http_port 3) check
 CFG
-  haproxy -f "$DIR/haproxy.cfg" -D -p "$DIR/haproxy.pid"
-  echo -n "waiting for the cluster"
-  for _ in $(seq 1 120); do
-    if curl -sf "http://127.0.0.1:$PORT/readyz" >/dev/null; then
-      echo; echo "cluster ready on http://127.0.0.1:$PORT (nodes on 18081-18083, logs in $DIR)"; return
+  if ! haproxy -f "$DIR/haproxy.cfg" -D -p "$DIR/haproxy.pid" >>"$DIR/haproxy.log" 2>&1; then
+    echo "cluster: haproxy did not start (port $PORT in use?):" >&2
+    tail -n 10 "$DIR/haproxy.log" >&2
+    echo "cluster: stopping the nodes" >&2
+    stop >&2 || true
+    exit 1
+  fi
+  local deadline=$((SECONDS + 10))
+  until [ "$(http_code "http://127.0.0.1:$PORT/readyz")" = 200 ]; do
+    if ! haproxy_pid >/dev/null || [ $SECONDS -ge "$deadline" ]; then
+      fail "haproxy on port $PORT does not serve /readyz (see $DIR/haproxy.log); the nodes run: scripts/cluster.sh stop"
     fi
-    echo -n .; sleep 0.5
+    sleep 0.2
   done
-  echo; echo "cluster did not become ready; see $DIR/n*.log" >&2; exit 1
+  say "ready on http://127.0.0.1:$PORT (nodes' HTTP on $(http_port 1)-$(http_port 3), logs in $DIR)"
+}
+
+restart() {
+  local name=${1:-} i pid
+  [[ "$name" =~ ^n[0-9]+$ ]] || fail "usage: $0 restart nN (one of $(printf 'n%s ' "${NODES[@]}"))"
+  i=${name#n}
+  [[ " ${NODES[*]} " == *" $i "* ]] || fail "no node $name (nodes: $(printf 'n%s ' "${NODES[@]}"))"
+  [ -d "$DIR/$name" ] || fail "no data for $name in $DIR: start the cluster first"
+  [ -x "$BIN" ] || fail "no binary at $BIN (make build)"
+  if pid=$(node_pid "$i"); then
+    say "stopping $name (pid $pid)"
+    stop_pids "$name:$pid" || exit 1
+    say "$name $(describe_status "$(exit_status "$i")")"
+  fi
+  start_node "$i"
+  echo -n "cluster: waiting for $name to serve"
+  wait_ready "$i" || exit 1
+  say "$name ready on http://127.0.0.1:$(http_port "$i")"
+  haproxy_pid >/dev/null || say "note: haproxy is not running (scripts/cluster.sh stop, then start)"
 }
 
 stop() {
-  [ -f "$DIR/haproxy.pid" ] && kill "$(cat "$DIR/haproxy.pid")" 2>/dev/null || true
-  for i in 1 2 3; do
-    [ -f "$DIR/n$i.pid" ] && kill -TERM "$(cat "$DIR/n$i.pid")" 2>/dev/null || true
+  local entry i st bad=0
+  find_running
+  if [ ${#LIVE[@]} -eq 0 ]; then
+    say "nothing running in $DIR"
+  else
+    stop_pids "${LIVE[@]}" || bad=1
+  fi
+  # A node that had died unnoticed was reported by find_running, and is a failure too.
+  [ ${#STALE[@]} -eq 0 ] || bad=1
+  for entry in "${LIVE[@]}"; do
+    [[ "$entry" == n* ]] || continue
+    i=${entry%%:*}
+    i=${i#n}
+    if node_pid "$i" >/dev/null; then continue; fi # a survivor, reported by stop_pids
+    st=$(exit_status "$i")
+    if [ "$st" != 0 ]; then
+      echo "cluster: n$i $(describe_status "$st") (see $DIR/n$i.log)" >&2
+      bad=1
+    fi
+    rm -f "$DIR/n$i.pid"
   done
-  for i in 1 2 3; do
-    if [ -f "$DIR/n$i.pid" ]; then
-      while kill -0 "$(cat "$DIR/n$i.pid")" 2>/dev/null; do sleep 0.1; done
-      rm -f "$DIR/n$i.pid"
+  haproxy_pid >/dev/null || rm -f "$DIR/haproxy.pid"
+  if [ $bad = 0 ] && [ ${#LIVE[@]} -gt 0 ]; then
+    say "stopped (data kept in $DIR)"
+  fi
+  return $bad
+}
+
+status() {
+  local i
+  for i in "${NODES[@]}"; do
+    if node_pid "$i" >/dev/null; then
+      "$BIN" status --addr "127.0.0.1:$(http_port "$i")"
+      return
     fi
   done
-  rm -f "$DIR/haproxy.pid"
-  echo "cluster stopped (data kept in $DIR)"
+  fail "no node running in $DIR"
 }
 
 case "${1:-}" in
   start) start ;;
+  restart) restart "${2:-}" ;;
   stop) stop ;;
-  status) ./bin/shardkeeper status --addr 127.0.0.1:18081 ;;
-  *) echo "usage: $0 start|stop|status" >&2; exit 2 ;;
+  status) status ;;
+  *) echo "usage: $0 start|restart nN|stop|status (see the top of $0)" >&2; exit 2 ;;
 esac

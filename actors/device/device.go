@@ -23,7 +23,9 @@
 //	                                times, and its count of pend/ entries
 //	seen/<u64 last_seen><device_id> empty; device expiry index, oldest last_seen first
 //	nonce/<nonce>                   nonce record: u64 expires_at, used flag byte, (when used:
-//	                                u64 used_at, outcome, request_id), device id
+//	                                u64 used_at, outcome, request_id), device id; the outcome
+//	                                byte is 0 verified, 1 expired, 2 bad signature, 3 signature
+//	                                not base64
 //	exp/<u64 expires_at><nonce>     a copy of the nonce record; the nonce expiry index,
 //	                                earliest first (collected at expires_at + NonceTTL)
 //	pend/<device_id>/<u64 expires_at><nonce>
@@ -45,7 +47,8 @@
 //
 // Every message touches O(1) keys plus the entries it returns or removes: the pending count of
 // a device is a range of its pend/ index (read only when its stored count reaches MaxPending,
-// or for GET), never a scan of all nonces.
+// or for GET), never a scan of all nonces. The indexes are kit.TimeIndex values, meta/count a
+// kit.Counter, the gc alarm a kit.GCAlarm.
 //
 // # Methods
 //
@@ -57,24 +60,24 @@
 package device
 
 import (
-	"bytes"
 	"crypto/ed25519"
 	"crypto/rand"
 	"encoding/base64"
 	"encoding/binary"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"time"
 
 	"github.com/shardkeeper/shardkeeper/actors"
+	"github.com/shardkeeper/shardkeeper/actors/kit"
 	"github.com/shardkeeper/shardkeeper/ident"
 )
 
 // KindName is the actor kind's name.
 const KindName = "device-registry"
 
-// Config holds the kind's limits. All must be positive (config.Validate ensures it).
+// Config holds the kind's limits, the domain's settings (see Settings). All must be positive
+// (the settings' checks ensure it).
 type Config struct {
 	NonceTTL   time.Duration // --attest-nonce-ttl: lifetime of a challenge nonce
 	MaxPending int           // --max-pending-per-device: unexpired unused nonces per device
@@ -218,7 +221,7 @@ func checkDeviceID(id string) *actors.Error {
 		return missing("device_id")
 	}
 	if !ident.Long(id) {
-		return actors.Errorf("invalid_id", "device_id %q is not a valid identifier", id)
+		return actors.Errorf("invalid_id", "device_id %s is not a valid identifier", kit.Quote(id))
 	}
 	return nil
 }
@@ -241,22 +244,16 @@ func decodeBase64(s string) []byte {
 
 // Kind returns the actor kind.
 func Kind(cfg Config) actors.Kind {
-	return actors.Kind{Name: KindName, New: func(string) actors.Handler { return &registry{cfg: cfg} }}
+	return actors.Kind{Name: KindName, New: func(string) actors.Handler {
+		return &registry{cfg: cfg, gc: kit.GCAlarm{Name: GCAlarm}}
+	}}
 }
 
 // registry is one registry's activation. It caches one thing, derivable from storage: when
-// the gc alarm is due. The cache is dropped whenever a message's writes are rolled back or an
-// alarm firing fails, and the runtime discards the whole handler after a failed commit.
+// the gc alarm is due (kit.GCAlarm).
 type registry struct {
 	cfg Config
-	gc  gcState
-}
-
-// gcState is the cached due time of the gc alarm.
-type gcState struct {
-	known   bool  // the fields below reflect storage
-	pending bool  // the alarm is pending
-	due     int64 // when it is due (Unix ms), if pending
+	gc  kit.GCAlarm
 }
 
 // record is the value of a dev/ key.
@@ -290,6 +287,7 @@ const (
 	outcomeVerified outcome = iota
 	outcomeExpired
 	outcomeBadSignature
+	outcomeBadEncoding // the signature was not base64
 )
 
 func (n nonceRecord) encode() []byte {
@@ -311,7 +309,7 @@ func decodeNonceRecord(b []byte) (nonceRecord, error) {
 	n := nonceRecord{ExpiresAt: int64(binary.BigEndian.Uint64(b)), Used: b[8] == 1}
 	rest := b[9:]
 	if n.Used {
-		if len(rest) < 10 || len(rest) < 10+int(rest[9]) || rest[8] > byte(outcomeBadSignature) {
+		if len(rest) < 10 || len(rest) < 10+int(rest[9]) || rest[8] > byte(outcomeBadEncoding) {
 			return nonceRecord{}, bad
 		}
 		n.UsedAt, n.Outcome = int64(binary.BigEndian.Uint64(rest)), outcome(rest[8])
@@ -330,98 +328,44 @@ func (n nonceRecord) replay() ([]byte, error) {
 		return nil, actors.Errorf("nonce_expired", "nonce expired at %d", n.ExpiresAt)
 	case outcomeBadSignature:
 		return nil, actors.Errorf("invalid_signature", "signature does not verify with the device's key")
+	case outcomeBadEncoding:
+		return nil, actors.Errorf("invalid_signature", "signature is not base64: it must be the base64 encoding of a %d-byte Ed25519 signature", ed25519.SignatureSize)
 	}
 	return json.Marshal(Verified{Verified: true, DeviceID: n.DeviceID, VerifiedAt: n.UsedAt})
 }
 
 var (
-	keyCount    = []byte("meta/count")
+	count       = kit.Counter{Key: []byte("meta/count")}
 	prefixDev   = []byte("dev/")
-	prefixSeen  = []byte("seen/")
+	seenIndex   = kit.TimeIndex{Prefix: []byte("seen/")}
 	prefixNonce = []byte("nonce/")
-	prefixExp   = []byte("exp/")
+	expIndex    = kit.TimeIndex{Prefix: []byte("exp/")}
 	prefixPend  = []byte("pend/")
 )
 
-func devKey(id string) []byte           { return append(append([]byte(nil), prefixDev...), id...) }
-func nonceKey(n string) []byte          { return append(append([]byte(nil), prefixNonce...), n...) }
-func seenKey(t int64, id string) []byte { return timeKey(prefixSeen, t, id) }
-func expKey(t int64, n string) []byte   { return timeKey(prefixExp, t, n) }
+func devKey(id string) []byte  { return append(append([]byte(nil), prefixDev...), id...) }
+func nonceKey(n string) []byte { return append(append([]byte(nil), prefixNonce...), n...) }
 
-// pendPrefix is the prefix of a device's pend/ entries.
-func pendPrefix(id string) []byte {
-	return append(append(append([]byte(nil), prefixPend...), id...), '/')
+// pendIndex is the index of a device's unused nonces: pend/<device_id>/<u64 expires_at><nonce>.
+func pendIndex(id string) kit.TimeIndex {
+	return kit.TimeIndex{Prefix: append(append(append([]byte(nil), prefixPend...), id...), '/')}
 }
 
-// pendKey is the pend/ entry of nonce n of device id expiring at t; pendKey(id, t, "") is the
-// first entry of that device expiring at or after t.
-func pendKey(id string, t int64, n string) []byte { return timeKey(pendPrefix(id), t, n) }
-
-// timeKey is prefix, t as u64 big-endian (negative times clamp to 0), then name.
-func timeKey(prefix []byte, t int64, name string) []byte {
-	k := binary.BigEndian.AppendUint64(append([]byte(nil), prefix...), uint64(max(t, 0)))
-	return append(k, name...)
-}
-
-// parseTimeKey splits a timeKey with the given prefix.
-func parseTimeKey(prefix, k []byte) (int64, string, error) {
-	rest, ok := bytes.CutPrefix(k, prefix)
-	if !ok || len(rest) < 8 {
-		return 0, "", fmt.Errorf("malformed index key %q", k)
-	}
-	return int64(binary.BigEndian.Uint64(rest)), string(rest[8:]), nil
-}
+// methods are the registry's messages.
+var methods = kit.Dispatch[*registry]{Name: "device registry", Methods: map[string]kit.Method[*registry]{
+	MethodRegister:  kit.JSON((*registry).register),
+	MethodChallenge: kit.JSON((*registry).challenge),
+	MethodVerify:    kit.JSON((*registry).verify),
+	MethodGet:       kit.JSON((*registry).get),
+	MethodDelete: kit.JSON(func(r *registry, ctx *actors.Context, d DeviceRef) ([]byte, error) {
+		return nil, r.delete(ctx, d)
+	}),
+}}
 
 func (r *registry) Receive(ctx *actors.Context, req actors.Request) ([]byte, error) {
-	reply, err := r.receive(ctx, req)
-	var outcome *actors.Error
-	if err != nil && !errors.As(err, &outcome) {
-		r.gc.known = false // the message's writes, alarm included, are rolled back
-	}
+	reply, err := methods.Receive(r, ctx, req)
+	r.gc.Observe(err)
 	return reply, err
-}
-
-func (r *registry) receive(ctx *actors.Context, req actors.Request) ([]byte, error) {
-	switch req.Method {
-	case MethodRegister:
-		var reg Registration
-		if err := decode(req.Body, &reg); err != nil {
-			return nil, err
-		}
-		return r.register(ctx, reg)
-	case MethodChallenge:
-		var c ChallengeRequest
-		if err := decode(req.Body, &c); err != nil {
-			return nil, err
-		}
-		return r.challenge(ctx, c)
-	case MethodVerify:
-		var v Verification
-		if err := decode(req.Body, &v); err != nil {
-			return nil, err
-		}
-		return r.verify(ctx, v)
-	case MethodGet:
-		var d DeviceRef
-		if err := decode(req.Body, &d); err != nil {
-			return nil, err
-		}
-		return r.get(ctx, d)
-	case MethodDelete:
-		var d DeviceRef
-		if err := decode(req.Body, &d); err != nil {
-			return nil, err
-		}
-		return nil, r.delete(ctx, d)
-	}
-	return nil, fmt.Errorf("device registry: unknown method %q", req.Method)
-}
-
-func decode(body []byte, v any) *actors.Error {
-	if err := json.Unmarshal(body, v); err != nil {
-		return actors.Errorf("invalid_request", "malformed request: %v", err)
-	}
-	return nil
 }
 
 // nonceTTL and deviceTTL are the TTLs in milliseconds (at least 1).
@@ -455,7 +399,7 @@ func (r *registry) register(ctx *actors.Context, reg Registration) ([]byte, erro
 		return json.Marshal(Registered{DeviceID: id, RegisteredAt: rec.RegisteredAt, LastSeen: now})
 	}
 
-	stored, err := count(ctx)
+	stored, err := count.Get(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -477,16 +421,16 @@ func (r *registry) register(ctx *actors.Context, reg Registration) ([]byte, erro
 	}
 	if n >= r.cfg.MaxDevices {
 		if n != stored {
-			setCount(ctx, n)
+			count.Set(ctx, n)
 		}
 		return nil, r.full(ctx, now)
 	}
 	if err := r.put(ctx, id, rec); err != nil {
 		return nil, err
 	}
-	ctx.Put(seenKey(now, id), []byte{})
-	setCount(ctx, n+1)
-	if err := r.armGC(ctx, now+r.deviceTTL()); err != nil {
+	seenIndex.Put(ctx, now, id, []byte{})
+	count.Set(ctx, n+1)
+	if err := r.gc.Arm(ctx, now+r.deviceTTL()); err != nil {
 		return nil, err
 	}
 	return json.Marshal(Registered{DeviceID: id, RegisteredAt: now, LastSeen: now, Created: true})
@@ -495,16 +439,12 @@ func (r *registry) register(ctx *actors.Context, reg Registration) ([]byte, erro
 // full is the registry_full outcome; RetryAfter is when the oldest device expires.
 func (r *registry) full(ctx *actors.Context, now int64) error {
 	e := actors.Errorf("registry_full", "the registry holds %d devices", r.cfg.MaxDevices)
-	oldest, err := ctx.List(actors.ListOptions{Prefix: prefixSeen, Limit: 1})
+	seen, _, ok, err := seenIndex.First(ctx, nil)
 	if err != nil {
 		return err
 	}
 	e.RetryAfter = time.Second
-	if len(oldest) == 1 {
-		seen, _, err := parseTimeKey(prefixSeen, oldest[0].Key)
-		if err != nil {
-			return err
-		}
+	if ok {
 		e.RetryAfter = time.Duration(max(seen+r.deviceTTL()-now, 1)) * time.Millisecond
 	}
 	return e
@@ -551,7 +491,7 @@ func (r *registry) challenge(ctx *actors.Context, c ChallengeRequest) ([]byte, e
 			return nil, err
 		}
 		if len(pending) >= r.cfg.MaxPending {
-			exp, _, err := parseTimeKey(pendPrefix(id), pending[0].Key)
+			exp, _, err := pendIndex(id).Parse(pending[0].Key)
 			if err != nil {
 				return nil, err
 			}
@@ -570,13 +510,13 @@ func (r *registry) challenge(ctx *actors.Context, c ChallengeRequest) ([]byte, e
 	exp := now + r.nonceTTL()
 	nr := nonceRecord{ExpiresAt: exp, DeviceID: id}.encode()
 	ctx.Put(nonceKey(nonce), nr)
-	ctx.Put(expKey(exp, nonce), nr)
-	ctx.Put(pendKey(id, exp, nonce), []byte{})
+	expIndex.Put(ctx, exp, nonce, nr)
+	pendIndex(id).Put(ctx, exp, nonce, []byte{})
 	dev.Pending++
 	if err := r.put(ctx, id, dev); err != nil {
 		return nil, err
 	}
-	if err := r.armGC(ctx, exp+r.nonceTTL()); err != nil {
+	if err := r.gc.Arm(ctx, exp+r.nonceTTL()); err != nil {
 		return nil, err
 	}
 	return json.Marshal(Challenge{Nonce: nonce, ExpiresAt: exp})
@@ -585,7 +525,7 @@ func (r *registry) challenge(ctx *actors.Context, c ChallengeRequest) ([]byte, e
 // pending lists up to limit (≤ 0: all) of the device's unexpired unused nonces, earliest
 // expiry first: the part of its pend/ index expiring after now.
 func (r *registry) pending(ctx *actors.Context, id string, now int64, limit int) ([]actors.KV, error) {
-	return ctx.List(actors.ListOptions{Prefix: pendPrefix(id), Start: pendKey(id, now+1, ""), Limit: limit})
+	return pendIndex(id).From(ctx, now+1, limit)
 }
 
 // verify checks a signed nonce. Outcomes, in order: a nonce never issued to this device is
@@ -609,7 +549,7 @@ func (r *registry) verify(ctx *actors.Context, v Verification) ([]byte, error) {
 		if v.RequestID != "" && v.RequestID == nr.RequestID {
 			return nr.replay()
 		}
-		return nil, actors.Errorf("nonce_used", "nonce was already used")
+		return nil, actors.Errorf("nonce_used", "nonce already used: the first verify attempt consumed it, whatever its outcome")
 	}
 	dev, ok, err := r.liveDevice(ctx, v.DeviceID, now)
 	if err != nil {
@@ -624,12 +564,14 @@ func (r *registry) verify(ctx *actors.Context, v Verification) ([]byte, error) {
 	switch {
 	case now >= nr.ExpiresAt:
 		nr.Outcome = outcomeExpired
+	case sig == nil:
+		nr.Outcome = outcomeBadEncoding
 	case len(sig) != ed25519.SignatureSize || !ed25519.Verify(dev.PublicKey, []byte(v.Nonce), sig):
 		nr.Outcome = outcomeBadSignature
 	}
 	ctx.Put(nonceKey(v.Nonce), nr.encode())
-	ctx.Put(expKey(nr.ExpiresAt, v.Nonce), nr.encode())
-	ctx.Delete(pendKey(v.DeviceID, nr.ExpiresAt, v.Nonce))
+	expIndex.Put(ctx, nr.ExpiresAt, v.Nonce, nr.encode())
+	pendIndex(v.DeviceID).Delete(ctx, nr.ExpiresAt, v.Nonce)
 	dev.Pending--
 	if nr.Outcome != outcomeVerified {
 		if err := r.put(ctx, v.DeviceID, dev); err != nil {
@@ -693,7 +635,7 @@ func (r *registry) Alarm(ctx *actors.Context, a actors.Alarm) error {
 		return nil // not ours: nothing to do, and returning nil drops it
 	}
 	// Until this firing succeeds, the runtime decides what becomes of the alarm.
-	r.gc.known = false
+	r.gc.Forget()
 	now := ctx.Now().UnixMilli()
 	nonces, err := r.collectNonces(ctx, now, gcBatch)
 	if err != nil {
@@ -705,11 +647,11 @@ func (r *registry) Alarm(ctx *actors.Context, a actors.Alarm) error {
 			return err
 		}
 		if devices > 0 {
-			n, err := count(ctx)
+			n, err := count.Get(ctx)
 			if err != nil {
 				return err
 			}
-			setCount(ctx, n-devices)
+			count.Set(ctx, n-devices)
 		}
 	}
 	next, ok := now, true // maybe more due: continue at once
@@ -719,29 +661,25 @@ func (r *registry) Alarm(ctx *actors.Context, a actors.Alarm) error {
 		}
 	}
 	if !ok {
-		r.gc = gcState{known: true} // returning nil without setting it again drops the alarm
+		r.gc.Dropped() // returning nil without setting it again drops the alarm
 		return nil
 	}
-	return r.setGC(ctx, next)
+	return r.gc.Set(ctx, next)
 }
 
 // nextExpiry is the earliest collection time of any stored nonce or device.
 func (r *registry) nextExpiry(ctx *actors.Context) (int64, bool, error) {
 	next, ok := int64(0), false
 	for _, p := range []struct {
-		prefix []byte
-		ttl    int64
-	}{{prefixExp, r.nonceTTL()}, {prefixSeen, r.deviceTTL()}} {
-		first, err := ctx.List(actors.ListOptions{Prefix: p.prefix, Limit: 1})
+		index kit.TimeIndex
+		ttl   int64
+	}{{expIndex, r.nonceTTL()}, {seenIndex, r.deviceTTL()}} {
+		t, _, found, err := p.index.First(ctx, nil)
 		if err != nil {
 			return 0, false, err
 		}
-		if len(first) == 0 {
+		if !found {
 			continue
-		}
-		t, _, err := parseTimeKey(p.prefix, first[0].Key)
-		if err != nil {
-			return 0, false, err
 		}
 		if t += p.ttl; !ok || t < next {
 			next, ok = t, true
@@ -750,47 +688,17 @@ func (r *registry) nextExpiry(ctx *actors.Context) (int64, bool, error) {
 	return next, ok, nil
 }
 
-// armGC makes sure the gc alarm is pending, due no later than t.
-func (r *registry) armGC(ctx *actors.Context, t int64) error {
-	if !r.gc.known {
-		alarms, err := ctx.Alarms()
-		if err != nil {
-			return err
-		}
-		r.gc = gcState{known: true}
-		for _, a := range alarms {
-			if a.Name == GCAlarm {
-				r.gc.pending, r.gc.due = true, a.Due.UnixMilli()
-			}
-		}
-	}
-	if r.gc.pending && r.gc.due <= t {
-		return nil
-	}
-	return r.setGC(ctx, t)
-}
-
-// setGC sets the gc alarm for t and caches it.
-func (r *registry) setGC(ctx *actors.Context, t int64) error {
-	if err := ctx.SetAlarm(GCAlarm, time.UnixMilli(t)); err != nil {
-		r.gc.known = false
-		return err
-	}
-	r.gc = gcState{known: true, pending: true, due: t}
-	return nil
-}
-
 // collectNonces deletes up to limit nonces past their retention, earliest first, with their
 // index entries, and returns how many it deleted.
 func (r *registry) collectNonces(ctx *actors.Context, now int64, limit int) (int, error) {
 	// Past retention means expires_at + ttl <= now, i.e. expires_at < now - ttl + 1.
-	kvs, err := ctx.List(actors.ListOptions{Prefix: prefixExp, End: expKey(now-r.nonceTTL()+1, ""), Limit: limit})
+	kvs, err := expIndex.Before(ctx, now-r.nonceTTL()+1, nil, limit)
 	if err != nil {
 		return 0, err
 	}
 	unused := map[string]int{} // device → its unused nonces deleted here
 	for _, kv := range kvs {
-		exp, nonce, err := parseTimeKey(prefixExp, kv.Key)
+		exp, nonce, err := expIndex.Parse(kv.Key)
 		if err != nil {
 			return 0, err
 		}
@@ -801,7 +709,7 @@ func (r *registry) collectNonces(ctx *actors.Context, now int64, limit int) (int
 		ctx.Delete(kv.Key)
 		ctx.Delete(nonceKey(nonce))
 		if !nr.Used {
-			ctx.Delete(pendKey(nr.DeviceID, exp, nonce))
+			pendIndex(nr.DeviceID).Delete(ctx, exp, nonce)
 			unused[nr.DeviceID]++
 		}
 	}
@@ -825,12 +733,12 @@ func (r *registry) collectNonces(ctx *actors.Context, now int64, limit int) (int
 // deleted. The caller owns meta/count.
 func (r *registry) collectDevices(ctx *actors.Context, now int64, limit int) (int, error) {
 	// Expired means last_seen + ttl <= now, i.e. last_seen < now - ttl + 1.
-	kvs, err := ctx.List(actors.ListOptions{Prefix: prefixSeen, End: seenKey(now-r.deviceTTL()+1, ""), Limit: limit})
+	kvs, err := seenIndex.Before(ctx, now-r.deviceTTL()+1, nil, limit)
 	if err != nil {
 		return 0, err
 	}
 	for _, kv := range kvs {
-		seen, id, err := parseTimeKey(prefixSeen, kv.Key)
+		seen, id, err := seenIndex.Parse(kv.Key)
 		if err != nil {
 			return 0, err
 		}
@@ -843,7 +751,7 @@ func (r *registry) collectDevices(ctx *actors.Context, now int64, limit int) (in
 
 // removeCounted removes a device and decrements meta/count.
 func (r *registry) removeCounted(ctx *actors.Context, id string, lastSeen int64) error {
-	n, err := count(ctx)
+	n, err := count.Get(ctx)
 	if err != nil {
 		return err
 	}
@@ -853,7 +761,7 @@ func (r *registry) removeCounted(ctx *actors.Context, id string, lastSeen int64)
 	if err := r.remove(ctx, id, lastSeen); err != nil {
 		return err
 	}
-	setCount(ctx, n-1)
+	count.Set(ctx, n-1)
 	return nil
 }
 
@@ -862,20 +770,20 @@ func (r *registry) removeCounted(ctx *actors.Context, id string, lastSeen int64)
 // meta/count.
 func (r *registry) remove(ctx *actors.Context, id string, lastSeen int64) error {
 	ctx.Delete(devKey(id))
-	ctx.Delete(seenKey(lastSeen, id))
-	prefix := pendPrefix(id)
-	kvs, err := ctx.List(actors.ListOptions{Prefix: prefix})
+	seenIndex.Delete(ctx, lastSeen, id)
+	pend := pendIndex(id)
+	kvs, err := ctx.List(actors.ListOptions{Prefix: pend.Prefix})
 	if err != nil {
 		return err
 	}
 	for _, kv := range kvs {
-		exp, nonce, err := parseTimeKey(prefix, kv.Key)
+		exp, nonce, err := pend.Parse(kv.Key)
 		if err != nil {
 			return err
 		}
 		ctx.Delete(kv.Key)
 		ctx.Delete(nonceKey(nonce))
-		ctx.Delete(expKey(exp, nonce))
+		expIndex.Delete(ctx, exp, nonce)
 	}
 	return nil
 }
@@ -919,28 +827,7 @@ func (r *registry) put(ctx *actors.Context, id string, rec record) error {
 // touch writes the record of a stored device whose last_seen moved from seen to
 // rec.LastSeen, moving its seen/ entry.
 func (r *registry) touch(ctx *actors.Context, id string, rec record, seen int64) error {
-	ctx.Delete(seenKey(seen, id))
-	ctx.Put(seenKey(rec.LastSeen, id), []byte{})
+	seenIndex.Delete(ctx, seen, id)
+	seenIndex.Put(ctx, rec.LastSeen, id, []byte{})
 	return r.put(ctx, id, rec)
-}
-
-// count reads meta/count.
-func count(ctx *actors.Context) (int, error) {
-	v, found, err := ctx.Get(keyCount)
-	if err != nil || !found {
-		return 0, err
-	}
-	if len(v) != 8 {
-		return 0, fmt.Errorf("device registry %s: meta/count of %d bytes", ctx.ID(), len(v))
-	}
-	return int(binary.BigEndian.Uint64(v)), nil
-}
-
-// setCount writes meta/count, deleting it at zero so that an empty registry holds no keys.
-func setCount(ctx *actors.Context, n int) {
-	if n == 0 {
-		ctx.Delete(keyCount)
-		return
-	}
-	ctx.Put(keyCount, binary.BigEndian.AppendUint64(nil, uint64(n)))
 }

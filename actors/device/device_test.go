@@ -2,7 +2,6 @@ package device_test
 
 import (
 	"bytes"
-	"context"
 	"crypto/ed25519"
 	"crypto/rand"
 	"encoding/base64"
@@ -11,88 +10,38 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"log/slog"
 	mrand "math/rand/v2"
-	"os"
 	"runtime/debug"
 	"slices"
-	"sync/atomic"
+	"strings"
 	"testing"
 	"time"
 
-	"github.com/shardkeeper/shardkeeper/test/await"
-
 	"github.com/shardkeeper/shardkeeper/actors"
+	"github.com/shardkeeper/shardkeeper/actors/actortest"
 	"github.com/shardkeeper/shardkeeper/actors/device"
-	"github.com/shardkeeper/shardkeeper/persistence"
-	"github.com/shardkeeper/shardkeeper/test/testkinds"
+	"github.com/shardkeeper/shardkeeper/test/await"
 )
 
-const partitions = 4
-
-// harness is one runtime over a MemReplicator and a real Pebble store, leading every
-// partition, with the device kind registered.
-type harness struct {
-	rt    *actors.Runtime
-	store *persistence.Store
-}
-
-// newHarness starts a runtime; clock may be nil (the wall clock).
-func newHarness(t testing.TB, cfg device.Config, clock func() time.Time, more ...actors.Kind) *harness {
+// newHarness starts a runtime running the device kind with cfg; clock may be nil (the wall
+// clock).
+func newHarness(t testing.TB, cfg device.Config, clock func() time.Time) *actortest.Harness {
 	t.Helper()
-	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
-	store, err := persistence.Open(t.TempDir(), logger)
-	if err != nil {
-		t.Fatal(err)
-	}
-	mem, err := actors.NewMemReplicator(store, partitions)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rt, err := actors.New(actors.Options{Store: store, Replicator: mem, Partitions: partitions,
-		Logger: logger, Clock: clock}, append(more, device.Kind(cfg))...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		rt.Close()
-		store.Close()
-	})
-	for p := range uint32(partitions) {
-		rt.SetLeader(p, true)
-	}
-	await.True(t, 10*time.Second, "every partition ready", func() bool {
-		for p := range uint32(partitions) {
-			if !rt.Ready(p) {
-				return false
-			}
-		}
-		return true
-	})
-	return &harness{rt: rt, store: store}
+	return actortest.New(t, actortest.Options{Runtime: actors.Options{Clock: clock}}, device.Kind(cfg))
 }
 
 // call sends one request to registry and decodes the reply into out. A domain outcome is
 // returned as *actors.Error; any other failure stops the test.
-func (h *harness) call(t testing.TB, registry, method string, in, out any) *actors.Error {
+func call(t testing.TB, h *actortest.Harness, registry, method string, in, out any) *actors.Error {
 	t.Helper()
-	body, err := json.Marshal(in)
-	if err != nil {
-		t.Fatal(err)
-	}
-	// No deadline in ctx: the runtime takes RequestTimeout from its own (possibly fake) clock.
-	reply, err := h.rt.Call(context.Background(), device.KindName, registry, actors.Request{Method: method, Body: body})
+	// The runtime takes the request's deadline from its own (possibly fake) clock.
+	err := h.CallJSON(device.KindName, registry, method, in, out)
 	var outcome *actors.Error
 	if errors.As(err, &outcome) {
 		return outcome
 	}
 	if err != nil {
 		t.Fatalf("%s %s: %v", method, registry, err)
-	}
-	if out != nil {
-		if err := json.Unmarshal(reply, out); err != nil {
-			t.Fatalf("%s %s: decode %s: %v", method, registry, reply, err)
-		}
 	}
 	return nil
 }
@@ -132,32 +81,21 @@ func parseNonce(t testing.TB, v []byte) storedNonce {
 	return storedNonce{ExpiresAt: int64(binary.BigEndian.Uint64(v)), Used: v[8] == 1, DeviceID: string(v[9:])}
 }
 
-func actorPrefix(sec byte, registry string) []byte {
-	k := persistence.AppendComponent([]byte{sec}, []byte(device.KindName))
-	return persistence.AppendComponent(k, []byte(registry))
-}
-
-// read parses the registry's storage from one consistent scan of its partition.
-func (h *harness) read(t testing.TB, registry string) state {
+// read parses the registry's committed storage, read in one consistent scan.
+func read(t testing.TB, h *actortest.Harness, registry string) state {
 	t.Helper()
 	s := state{devices: map[string]storedDevice{}, seen: map[string]int64{}, nonces: map[string]storedNonce{},
 		exp: map[string]storedNonce{}, expAt: map[string]int64{}, pend: map[string]map[string]int64{}}
-	data, alarm := actorPrefix('a', registry), append(actorPrefix('b', registry), device.GCAlarm...)
-	p := actors.PartitionOf(device.KindName, registry, partitions)
-	err := h.store.Scan(p, nil, nil, false, func(k, v []byte) bool {
-		if bytes.Equal(k, alarm) {
-			s.gcDue = int64(binary.BigEndian.Uint64(v))
-			s.keys++
-			return true
+	st := h.State(device.KindName, registry)
+	for name, a := range st.Alarms {
+		if name != device.GCAlarm {
+			t.Fatalf("unexpected alarm %q", name)
 		}
-		key, ok := bytes.CutPrefix(k, data)
-		if !ok {
-			if bytes.HasPrefix(k, actorPrefix('b', registry)) {
-				t.Fatalf("unexpected alarm %q", k)
-			}
-			return true
-		}
-		s.keys++
+		s.gcDue = a.Due
+	}
+	s.keys = st.Keys()
+	for _, kv := range st.Data {
+		key, v := kv.Key, kv.Value
 		name, rest, _ := bytes.Cut(key, []byte("/"))
 		switch string(name) {
 		case "meta":
@@ -193,10 +131,6 @@ func (h *harness) read(t testing.TB, registry string) state {
 		default:
 			t.Fatalf("unexpected key %q", key)
 		}
-		return true
-	})
-	if err != nil {
-		t.Fatal(err)
 	}
 	return s
 }
@@ -262,20 +196,6 @@ func (s state) check(t testing.TB, nonceTTL, deviceTTL, now int64) {
 	}
 }
 
-// fakeClock is a clock the test moves forward. It starts an hour ahead of the wall clock and
-// only moves forward, so that the alarm scheduler, which sleeps by the wall clock, never sees
-// an alarm due by the wall clock but not by this one (it would poll without pause).
-type fakeClock struct{ ms atomic.Int64 }
-
-func newFakeClock() *fakeClock {
-	c := &fakeClock{}
-	c.ms.Store(time.Now().Add(time.Hour).UnixMilli())
-	return c
-}
-
-func (c *fakeClock) now() time.Time          { return time.UnixMilli(c.ms.Load()) }
-func (c *fakeClock) advance(d time.Duration) { c.ms.Add(d.Milliseconds()) }
-
 type keyPair struct {
 	pub  string
 	priv ed25519.PrivateKey
@@ -296,24 +216,6 @@ func newKeys(t testing.TB, n int) []keyPair {
 
 func (k keyPair) sign(nonce string) string {
 	return base64.StdEncoding.EncodeToString(ed25519.Sign(k.priv, []byte(nonce)))
-}
-
-// tick makes the alarm scheduler of registry's partition look at the fake clock. It sleeps by
-// the wall clock, which the fake clock outruns, and wakes when an alarm is committed in the
-// partition: a counter actor placed there sets one, and the registry's gc alarm then fires,
-// concurrently with whatever the test does next, if it is due.
-func tick(t testing.TB, h *harness, clock *fakeClock, registry string) {
-	t.Helper()
-	ticker := ""
-	for i := 0; ticker == ""; i++ {
-		if id := fmt.Sprint("tick", i); actors.PartitionOf(testkinds.CounterKind, id, partitions) == actors.PartitionOf(device.KindName, registry, partitions) {
-			ticker = id
-		}
-	}
-	body, _ := json.Marshal(testkinds.SetAlarm{Name: "tick", At: clock.ms.Load()})
-	if _, err := h.rt.Call(context.Background(), testkinds.CounterKind, ticker, actors.Request{Method: "set-alarm", Body: body}); err != nil {
-		t.Fatal(err)
-	}
 }
 
 // model is what a registry must answer, kept by the test. Devices stay in it after they
@@ -405,8 +307,8 @@ func TestRegistryAgainstModel(t *testing.T) {
 	t.Logf("seed %d (replay with -device.seed)", seed)
 	rng := mrand.New(mrand.NewPCG(seed, 0))
 	cfg := device.Config{NonceTTL: 10 * time.Second, MaxPending: 3, MaxDevices: 4, DeviceTTL: 40 * time.Second}
-	clock := newFakeClock()
-	h := newHarness(t, cfg, clock.now, testkinds.Counter())
+	clock := actortest.NewClock(time.Now().Add(time.Hour))
+	h := newHarness(t, cfg, clock.Now)
 	keys := newKeys(t, 2) // verify signs with the other key to fail: exactly two
 	ids := []string{"d0", "d1", "d2", "d3", "d4", "d5"}
 	m := &model{cfg: cfg, devices: map[string]*modelDevice{}, nonces: map[string]*modelNonce{}}
@@ -419,7 +321,7 @@ func TestRegistryAgainstModel(t *testing.T) {
 		checkEvery = 5 // a check scans the registry's storage, which the race detector slows
 	}
 	for step := range 3000 {
-		now := clock.ms.Load()
+		now := clock.NowMS()
 		id := ids[rng.IntN(len(ids))]
 		fail := func(format string, args ...any) {
 			t.Helper()
@@ -438,7 +340,7 @@ func TestRegistryAgainstModel(t *testing.T) {
 			k := rng.IntN(len(keys))
 			version := fmt.Sprintf("v%d", step)
 			var out device.Registered
-			e := h.call(t, reg, device.MethodRegister, device.Registration{DeviceID: id, Version: version,
+			e := call(t, h, reg, device.MethodRegister, device.Registration{DeviceID: id, Version: version,
 				Platform: "linux", BuildHash: "h", PublicKey: keys[k].pub}, &out)
 			liveCount, oldest := 0, int64(-1)
 			for other := range m.devices {
@@ -472,7 +374,7 @@ func TestRegistryAgainstModel(t *testing.T) {
 		case r < 50:
 			op = "challenge"
 			var out device.Challenge
-			e := h.call(t, reg, device.MethodChallenge, device.ChallengeRequest{DeviceID: id}, &out)
+			e := call(t, h, reg, device.MethodChallenge, device.ChallengeRequest{DeviceID: id}, &out)
 			d := m.live(id, now)
 			if d == nil {
 				forget()
@@ -537,7 +439,7 @@ func TestRegistryAgainstModel(t *testing.T) {
 				v.Signature = k.sign(v.Nonce)
 			}
 			var out device.Verified
-			e := h.call(t, reg, device.MethodVerify, v, &out)
+			e := call(t, h, reg, device.MethodVerify, v, &out)
 			got := code(e)
 			op += "/" + got
 			n := m.nonces[v.Nonce]
@@ -584,7 +486,7 @@ func TestRegistryAgainstModel(t *testing.T) {
 		case r < 88:
 			op = "get"
 			var out device.Device
-			e := h.call(t, reg, device.MethodGet, device.DeviceRef{DeviceID: id}, &out)
+			e := call(t, h, reg, device.MethodGet, device.DeviceRef{DeviceID: id}, &out)
 			d := m.live(id, now)
 			if d == nil {
 				forget()
@@ -601,7 +503,7 @@ func TestRegistryAgainstModel(t *testing.T) {
 			}
 		case r < 93:
 			op = "delete"
-			e := h.call(t, reg, device.MethodDelete, device.DeviceRef{DeviceID: id}, nil)
+			e := call(t, h, reg, device.MethodDelete, device.DeviceRef{DeviceID: id}, nil)
 			want := ""
 			if m.live(id, now) == nil {
 				want = "unknown_device"
@@ -615,23 +517,23 @@ func TestRegistryAgainstModel(t *testing.T) {
 			op = "advance"
 			switch rng.IntN(10) {
 			case 0:
-				clock.advance(cfg.DeviceTTL) // everything expires
+				clock.Advance(cfg.DeviceTTL) // everything expires
 			case 1:
-				clock.advance(cfg.NonceTTL) // every nonce expires
+				clock.Advance(cfg.NonceTTL) // every nonce expires
 			default:
-				clock.advance(time.Duration(rng.IntN(4000)) * time.Millisecond)
+				clock.Advance(time.Duration(rng.IntN(4000)) * time.Millisecond)
 			}
-			tick(t, h, clock, reg)
+			h.Wake(device.KindName, reg)
 		}
 		outcomes[op]++
 		if step%checkEvery != 0 {
 			continue
 		}
 
-		s := h.read(t, reg)
-		s.check(t, nttl, dttl, clock.ms.Load())
+		s := read(t, h, reg)
+		s.check(t, nttl, dttl, clock.NowMS())
 		for did, d := range m.devices {
-			if m.live(did, clock.ms.Load()) == nil {
+			if m.live(did, clock.NowMS()) == nil {
 				continue
 			}
 			if sd, ok := s.devices[did]; !ok || sd.RegisteredAt != d.registered || sd.LastSeen != d.seen {
@@ -656,14 +558,14 @@ func TestRegistryAgainstModel(t *testing.T) {
 // invariants at every point observed.
 func TestRegistryCollectsEverything(t *testing.T) {
 	cfg := device.Config{NonceTTL: time.Minute, MaxPending: 5000, MaxDevices: 100, DeviceTTL: time.Hour}
-	clock := newFakeClock()
-	h := newHarness(t, cfg, clock.now, testkinds.Counter())
+	clock := actortest.NewClock(time.Now().Add(time.Hour))
+	h := newHarness(t, cfg, clock.Now)
 	keys := newKeys(t, 1)
 	const reg = "gc"
 	nttl, dttl := cfg.NonceTTL.Milliseconds(), cfg.DeviceTTL.Milliseconds()
 	register := func(id string) {
 		t.Helper()
-		if e := h.call(t, reg, device.MethodRegister, device.Registration{DeviceID: id, Version: "1",
+		if e := call(t, h, reg, device.MethodRegister, device.Registration{DeviceID: id, Version: "1",
 			Platform: "p", BuildHash: "h", PublicKey: keys[0].pub}, nil); e != nil {
 			t.Fatal(e)
 		}
@@ -671,7 +573,7 @@ func TestRegistryCollectsEverything(t *testing.T) {
 	challenge := func(id string) string {
 		t.Helper()
 		var c device.Challenge
-		if e := h.call(t, reg, device.MethodChallenge, device.ChallengeRequest{DeviceID: id}, &c); e != nil {
+		if e := call(t, h, reg, device.MethodChallenge, device.ChallengeRequest{DeviceID: id}, &c); e != nil {
 			t.Fatal(e)
 		}
 		return c.Nonce
@@ -683,7 +585,7 @@ func TestRegistryCollectsEverything(t *testing.T) {
 	errs := make(chan error, bulk)
 	for range bulk { // concurrently: they share commits
 		go func() {
-			_, err := h.rt.Call(context.Background(), device.KindName, reg, actors.Request{Method: device.MethodChallenge, Body: body})
+			_, err := h.Call(device.KindName, reg, device.MethodChallenge, body)
 			errs <- err
 		}()
 	}
@@ -699,42 +601,42 @@ func TestRegistryCollectsEverything(t *testing.T) {
 		challenge(id)
 		switch i % 3 {
 		case 0: // verified: a used marker stays until its retention ends
-			if e := h.call(t, reg, device.MethodVerify, device.Verification{DeviceID: id, Nonce: n, Signature: keys[0].sign(n)}, nil); e != nil {
+			if e := call(t, h, reg, device.MethodVerify, device.Verification{DeviceID: id, Nonce: n, Signature: keys[0].sign(n)}, nil); e != nil {
 				t.Fatal(e)
 			}
 		case 1: // deleted: its unused nonces go with it
-			if e := h.call(t, reg, device.MethodDelete, device.DeviceRef{DeviceID: id}, nil); e != nil {
+			if e := call(t, h, reg, device.MethodDelete, device.DeviceRef{DeviceID: id}, nil); e != nil {
 				t.Fatal(e)
 			}
 		}
 	}
-	s := h.read(t, reg)
-	s.check(t, nttl, dttl, clock.ms.Load())
+	s := read(t, h, reg)
+	s.check(t, nttl, dttl, clock.NowMS())
 	if want := bulk + 2*20 - 7*2; len(s.nonces) != want {
 		t.Fatalf("%d nonces stored; want %d", len(s.nonces), want)
 	}
 
 	// Past the nonces' retention only: they go, in several firings; the devices stay.
-	clock.advance(2*cfg.NonceTTL + time.Millisecond)
-	tick(t, h, clock, reg)
+	clock.Advance(2*cfg.NonceTTL + time.Millisecond)
+	h.Wake(device.KindName, reg)
 	await.True(t, 30*time.Second, "every nonce is collected", func() bool {
-		s := h.read(t, reg)
-		s.check(t, nttl, dttl, clock.ms.Load())
+		s := read(t, h, reg)
+		s.check(t, nttl, dttl, clock.NowMS())
 		return len(s.nonces) == 0
 	})
-	if s := h.read(t, reg); len(s.devices) != 14 {
+	if s := read(t, h, reg); len(s.devices) != 14 {
 		t.Fatalf("%d devices stored after the nonces went; want 14", len(s.devices))
 	}
 	// Past the devices' TTL: everything goes, the gc alarm included.
-	clock.advance(cfg.DeviceTTL)
-	tick(t, h, clock, reg)
+	clock.Advance(cfg.DeviceTTL)
+	h.Wake(device.KindName, reg)
 	await.True(t, 30*time.Second, "the registry holds no keys", func() bool {
-		s := h.read(t, reg)
-		s.check(t, nttl, dttl, clock.ms.Load())
+		s := read(t, h, reg)
+		s.check(t, nttl, dttl, clock.NowMS())
 		return s.keys == 0
 	})
 	var d device.Device
-	if e := h.call(t, reg, device.MethodGet, device.DeviceRef{DeviceID: "bulk"}, &d); code(e) != "unknown_device" {
+	if e := call(t, h, reg, device.MethodGet, device.DeviceRef{DeviceID: "bulk"}, &d); code(e) != "unknown_device" {
 		t.Fatalf("get after collection: %+v %v", d, e)
 	}
 }
@@ -770,6 +672,55 @@ func TestValidate(t *testing.T) {
 	} {
 		if code(c.err) != c.want {
 			t.Errorf("%s: %v; want %q", c.name, c.err, c.want)
+		}
+	}
+}
+
+// A signature that is not base64 fails the verify as invalid_signature saying so, also when
+// the same request_id asks again; any later verify of the nonce is told its first attempt
+// consumed it.
+func TestVerifyMessages(t *testing.T) {
+	h := newHarness(t, device.Config{NonceTTL: time.Minute, MaxPending: 5, MaxDevices: 5, DeviceTTL: time.Hour}, nil)
+	keys := newKeys(t, 1)
+	const reg = "messages"
+	if e := call(t, h, reg, device.MethodRegister, device.Registration{DeviceID: "d", Version: "1",
+		Platform: "p", BuildHash: "h", PublicKey: keys[0].pub}, nil); e != nil {
+		t.Fatal(e)
+	}
+	challenge := func() string {
+		var c device.Challenge
+		if e := call(t, h, reg, device.MethodChallenge, device.ChallengeRequest{DeviceID: "d"}, &c); e != nil {
+			t.Fatal(e)
+		}
+		return c.Nonce
+	}
+	n := challenge()
+	bad := device.Verification{DeviceID: "d", Nonce: n, Signature: "%%% not base64 %%%", RequestID: "r1"}
+	for _, attempt := range []string{"first", "repeated with its request_id"} {
+		e := call(t, h, reg, device.MethodVerify, bad, nil)
+		if code(e) != "invalid_signature" || !strings.Contains(e.Message, "not base64") {
+			t.Fatalf("%s verify with a signature that is not base64: %v", attempt, e)
+		}
+	}
+	wrong := device.Verification{DeviceID: "d", Nonce: challenge(), Signature: base64.StdEncoding.EncodeToString(make([]byte, 64))}
+	if e := call(t, h, reg, device.MethodVerify, wrong, nil); code(e) != "invalid_signature" || strings.Contains(e.Message, "base64") {
+		t.Fatalf("verify with a wrong signature: %v, want invalid_signature about the key", e)
+	}
+	good := device.Verification{DeviceID: "d", Nonce: n, Signature: keys[0].sign(n)}
+	if e := call(t, h, reg, device.MethodVerify, good, nil); code(e) != "nonce_used" || !strings.Contains(e.Message, "first verify attempt consumed") {
+		t.Fatalf("verify after a failed attempt: %v, want nonce_used saying the first attempt consumed the nonce", e)
+	}
+}
+
+// Error messages repeat at most the start of what the client sent.
+func TestMessagesDoNotEchoHugeInput(t *testing.T) {
+	huge := strings.Repeat("x", 60<<10)
+	for _, e := range []*actors.Error{
+		device.DeviceRef{DeviceID: huge + "!"}.Validate(),
+		device.Registration{DeviceID: "d!" + huge}.Validate(),
+	} {
+		if e == nil || e.Code != "invalid_id" || len(e.Message) > 200 {
+			t.Fatalf("outcome %.300v", e)
 		}
 	}
 }

@@ -28,7 +28,8 @@
 //
 //	n/<nonce>                          record (JSON): org_id, issued_at, expires_at, remove_at,
 //	                                   used_at and request_id once consumed
-//	t/<remove_at u64 BE><nonce>        empty; the removal index, earliest first
+//	t/<remove_at u64 BE><nonce>        empty; the removal index, earliest first (a
+//	                                   kit.TimeIndex)
 //
 // Invariants, after every committed message:
 //   - every n/ record has exactly one t/ entry, carrying its remove_at, and vice versa
@@ -46,16 +47,15 @@
 package oracle
 
 import (
-	"bytes"
 	"crypto/rand"
 	"encoding/base64"
-	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	mrand "math/rand/v2"
 	"time"
 
 	"github.com/shardkeeper/shardkeeper/actors"
+	"github.com/shardkeeper/shardkeeper/actors/kit"
 	"github.com/shardkeeper/shardkeeper/ident"
 )
 
@@ -68,7 +68,8 @@ const (
 	DefaultRetention = 10 * time.Minute
 )
 
-// Config holds the kind's settings. Zero fields take their defaults.
+// Config holds the kind's settings, the domain's settings (see Settings). Zero fields take
+// their defaults.
 type Config struct {
 	TTL time.Duration // --oracle-nonce-ttl: lifetime of a nonce (DefaultTTL when zero)
 	// Retention is how long a nonce is kept after expires_at (DefaultRetention when zero).
@@ -166,7 +167,7 @@ func ValidateOrg(org string) *actors.Error {
 		return actors.Errorf("invalid_request", "missing required field %q", "org_id")
 	}
 	if !ident.Name(org) {
-		return actors.Errorf("invalid_id", "org_id %q is not a valid identifier", org)
+		return actors.Errorf("invalid_id", "org_id %s is not a valid identifier", kit.Quote(org))
 	}
 	return nil
 }
@@ -211,16 +212,17 @@ func validShard(s string) bool {
 // Kind returns the actor kind.
 func Kind(cfg Config) actors.Kind {
 	cfg = cfg.withDefaults()
-	return actors.Kind{Name: KindName, New: func(string) actors.Handler { return &shard{cfg: cfg} }}
+	return actors.Kind{Name: KindName, New: func(string) actors.Handler {
+		return &shard{cfg: cfg, gc: kit.GCAlarm{Name: GCAlarm}}
+	}}
 }
 
-// shard is one shard's activation. It caches only the due time of its gc alarm, which it
-// reads from storage on first need and forgets whenever the alarm fires.
+// shard is one shard's activation. It caches only the due time of its gc alarm
+// (kit.GCAlarm), which it reads from storage on first need and forgets whenever the alarm
+// fires.
 type shard struct {
 	cfg Config
-	// gcKnown says gcAt is the due time of the pending gc alarm (0: none pending).
-	gcKnown bool
-	gcAt    int64
+	gc  kit.GCAlarm
 }
 
 // record is the value of an n/ key. UsedAt is 0 while the nonce is unused.
@@ -234,47 +236,25 @@ type record struct {
 }
 
 var (
-	prefixNonce  = []byte("n/")
-	prefixRemove = []byte("t/")
+	prefixNonce = []byte("n/")
+	removeIndex = kit.TimeIndex{Prefix: []byte("t/")}
 )
 
 func nonceKey(nonce string) []byte { return append(append([]byte(nil), prefixNonce...), nonce...) }
 
-func removeKey(at int64, nonce string) []byte {
-	k := binary.BigEndian.AppendUint64(append([]byte(nil), prefixRemove...), uint64(max(at, 0)))
-	return append(k, nonce...)
-}
-
-func parseRemoveKey(k []byte) (int64, string, error) {
-	rest, ok := bytes.CutPrefix(k, prefixRemove)
-	if !ok || len(rest) < 8 {
-		return 0, "", fmt.Errorf("malformed removal index key %q", k)
-	}
-	return int64(binary.BigEndian.Uint64(rest)), string(rest[8:]), nil
-}
+// methods are the shard's messages.
+var methods = kit.Dispatch[*shard]{Name: "nonce oracle", Methods: map[string]kit.Method[*shard]{
+	MethodIssue:   kit.JSON((*shard).issue),
+	MethodConsume: kit.JSON((*shard).consume),
+	MethodGet: kit.JSON(func(s *shard, ctx *actors.Context, in GetRequest) ([]byte, error) {
+		return s.get(ctx, in.Nonce)
+	}),
+}}
 
 func (s *shard) Receive(ctx *actors.Context, req actors.Request) ([]byte, error) {
-	switch req.Method {
-	case MethodIssue:
-		var in IssueRequest
-		if err := json.Unmarshal(req.Body, &in); err != nil {
-			return nil, actors.Errorf("invalid_request", "malformed issue request: %v", err)
-		}
-		return s.issue(ctx, in)
-	case MethodConsume:
-		var in ConsumeRequest
-		if err := json.Unmarshal(req.Body, &in); err != nil {
-			return nil, actors.Errorf("invalid_request", "malformed consume request: %v", err)
-		}
-		return s.consume(ctx, in)
-	case MethodGet:
-		var in GetRequest
-		if err := json.Unmarshal(req.Body, &in); err != nil {
-			return nil, actors.Errorf("invalid_request", "malformed get request: %v", err)
-		}
-		return s.get(ctx, in.Nonce)
-	}
-	return nil, fmt.Errorf("nonce oracle: unknown method %q", req.Method)
+	reply, err := methods.Receive(s, ctx, req)
+	s.gc.Observe(err)
+	return reply, err
 }
 
 // issue stores a fresh nonce for in.OrgID.
@@ -301,8 +281,8 @@ func (s *shard) issue(ctx *actors.Context, in IssueRequest) ([]byte, error) {
 	if err := s.put(ctx, nonce, rec); err != nil {
 		return nil, err
 	}
-	ctx.Put(removeKey(rec.RemoveAt, nonce), []byte{})
-	if err := s.armGC(ctx, rec.RemoveAt); err != nil {
+	removeIndex.Put(ctx, rec.RemoveAt, nonce, []byte{})
+	if err := s.gc.Arm(ctx, rec.RemoveAt); err != nil {
 		return nil, err
 	}
 	return reply, nil
@@ -313,32 +293,6 @@ func generate(id string) string {
 	var b [randomBytes]byte
 	rand.Read(b[:])
 	return id + "_" + encoding.EncodeToString(b[:])
-}
-
-// armGC makes sure the gc alarm is due no later than at.
-func (s *shard) armGC(ctx *actors.Context, at int64) error {
-	if !s.gcKnown {
-		as, err := ctx.Alarms()
-		if err != nil {
-			return err
-		}
-		s.gcAt = 0
-		for _, a := range as {
-			if a.Name == GCAlarm {
-				s.gcAt = a.Due.UnixMilli()
-			}
-		}
-		s.gcKnown = true
-	}
-	if s.gcAt != 0 && s.gcAt <= at {
-		return nil
-	}
-	if err := ctx.SetAlarm(GCAlarm, time.UnixMilli(at)); err != nil {
-		s.gcKnown = false
-		return err
-	}
-	s.gcAt = at
-	return nil
 }
 
 // consume marks the nonce used by in.OrgID. Outcomes, in order: unknown_nonce (never issued
@@ -363,7 +317,7 @@ func (s *shard) consume(ctx *actors.Context, in ConsumeRequest) ([]byte, error) 
 		if in.RequestID != "" && in.RequestID == rec.RequestID {
 			return json.Marshal(Consumed{Nonce: in.Nonce, UsedAt: rec.UsedAt})
 		}
-		return nil, actors.Errorf("nonce_used", "the nonce was used at %d", rec.UsedAt)
+		return nil, actors.Errorf("nonce_used", "nonce already used: the first consume consumed it at %d", rec.UsedAt)
 	}
 	if now >= rec.ExpiresAt {
 		return nil, actors.Errorf("nonce_expired", "the nonce expired at %d", rec.ExpiresAt)
@@ -435,15 +389,15 @@ func (s *shard) Alarm(ctx *actors.Context, a actors.Alarm) error {
 	}
 	// A failed firing is moved later by the runtime: until this one succeeds, the cached due
 	// time is unknown.
-	s.gcKnown = false
+	s.gc.Forget()
 	now := ctx.Now().UnixMilli()
-	kvs, err := ctx.List(actors.ListOptions{Prefix: prefixRemove, Limit: gcBatch + 1})
+	kvs, err := ctx.List(actors.ListOptions{Prefix: removeIndex.Prefix, Limit: gcBatch + 1})
 	if err != nil {
 		return err
 	}
 	next := int64(0)
 	for i, kv := range kvs {
-		at, nonce, err := parseRemoveKey(kv.Key)
+		at, nonce, err := removeIndex.Parse(kv.Key)
 		if err != nil {
 			return fmt.Errorf("nonce oracle %s: %w", ctx.ID(), err)
 		}
@@ -458,11 +412,9 @@ func (s *shard) Alarm(ctx *actors.Context, a actors.Alarm) error {
 		ctx.Delete(nonceKey(nonce))
 		ctx.Delete(kv.Key)
 	}
-	if next != 0 {
-		if err := ctx.SetAlarm(GCAlarm, time.UnixMilli(next)); err != nil {
-			return err
-		}
+	if next == 0 {
+		s.gc.Dropped() // returning nil without setting it again drops the alarm
+		return nil
 	}
-	s.gcKnown, s.gcAt = true, next
-	return nil
+	return s.gc.Set(ctx, next)
 }

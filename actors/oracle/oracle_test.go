@@ -2,133 +2,39 @@ package oracle_test
 
 import (
 	"bytes"
-	"context"
 	"encoding/base64"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"log/slog"
-	"os"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/shardkeeper/shardkeeper/test/await"
-
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/shardkeeper/shardkeeper/actors"
+	"github.com/shardkeeper/shardkeeper/actors/actortest"
 	"github.com/shardkeeper/shardkeeper/actors/oracle"
-	"github.com/shardkeeper/shardkeeper/persistence"
+	"github.com/shardkeeper/shardkeeper/test/await"
 )
 
-const testPartitions = 4
-
-// clock is a settable clock for the runtime; it only moves forward.
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-// Set moves the clock to Unix millisecond ms.
-func (c *clock) Set(ms int64) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = time.UnixMilli(ms)
-}
-
-// oracleEnv is a runtime serving the oracle kind over actors.MemReplicator on a real Pebble
-// store, leading every partition.
+// oracleEnv is the shared actortest.Harness serving the oracle kind, with the oracle's own
+// conveniences.
 type oracleEnv struct {
-	t     *testing.T
-	rt    *actors.Runtime
-	store *persistence.Store
-	mem   *actors.MemReplicator
-	reg   *prometheus.Registry
-	clock func() time.Time
-}
-
-func quietLogger() *slog.Logger {
-	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
+	*actortest.Harness
+	t *testing.T
 }
 
 // newOracleEnv starts a runtime on a fresh store; now is its clock (the wall clock if nil).
 func newOracleEnv(t *testing.T, cfg oracle.Config, now func() time.Time) *oracleEnv {
 	t.Helper()
-	store, err := persistence.Open(t.TempDir(), quietLogger())
-	if err != nil {
-		t.Fatal(err)
-	}
-	mem, err := actors.NewMemReplicator(store, testPartitions)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { store.Close() })
-	e := &oracleEnv{t: t, store: store, mem: mem, clock: now}
-	e.start(cfg)
-	return e
+	return &oracleEnv{Harness: actortest.New(t, actortest.Options{Runtime: actors.Options{Clock: now}}, oracle.Kind(cfg)), t: t}
 }
 
-// start starts a runtime with cfg on the env's store; a running one is closed first.
-func (e *oracleEnv) start(cfg oracle.Config) {
-	e.t.Helper()
-	if e.rt != nil {
-		e.rt.Close()
-	}
-	e.reg = prometheus.NewRegistry()
-	rt, err := actors.New(actors.Options{Store: e.store, Replicator: e.mem, Partitions: testPartitions,
-		Registerer: e.reg, Logger: quietLogger(), Clock: e.clock}, oracle.Kind(cfg))
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	e.rt = rt
-	e.t.Cleanup(rt.Close)
-	for p := range uint32(testPartitions) {
-		rt.SetLeader(p, true)
-	}
-	e.waitReady()
-}
-
-func (e *oracleEnv) waitReady() {
-	e.t.Helper()
-	await.True(e.t, 10*time.Second, "every partition ready", func() bool {
-		for p := range uint32(testPartitions) {
-			if !e.rt.Ready(p) {
-				return false
-			}
-		}
-		return true
-	})
-}
-
-// failover drops and regains the leadership of every partition: activations restart and the
-// alarm schedulers rescan their index with the current clock.
-func (e *oracleEnv) failover() {
-	e.t.Helper()
-	for p := range uint32(testPartitions) {
-		e.rt.SetLeader(p, false)
-		e.rt.SetLeader(p, true)
-	}
-	e.waitReady()
-}
+// start restarts the runtime with cfg on the env's store.
+func (e *oracleEnv) start(cfg oracle.Config) { e.Restart(oracle.Kind(cfg)) }
 
 // call sends one message to shard id; the reply is decoded into out when it is non-nil.
 func (e *oracleEnv) call(id, method string, in, out any) error {
-	body, err := json.Marshal(in)
-	if err != nil {
-		return err
-	}
-	reply, err := e.rt.Call(context.Background(), oracle.KindName, id, actors.Request{Method: method, Body: body})
-	if err != nil || out == nil {
-		return err
-	}
-	return json.Unmarshal(reply, out)
+	return e.CallJSON(oracle.KindName, id, method, in, out)
 }
 
 // retry is call repeated while it answers unavailable (as a client retries a 503), for up to
@@ -155,35 +61,11 @@ func (e *oracleEnv) issue(id, org string) oracle.Issued {
 
 // keys counts the stored keys of the partition holding shard id: its nonces, index entries
 // and alarm.
-func (e *oracleEnv) keys(id string) int {
-	e.t.Helper()
-	n, err := e.store.KeyCount(actors.PartitionOf(oracle.KindName, id, testPartitions), []byte{})
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	return n
-}
+func (e *oracleEnv) keys(id string) int { return e.KeyCount(oracle.KindName, id) }
 
 // alarmsFired is shardkeeper_alarms_fired_total of the oracle kind.
 func (e *oracleEnv) alarmsFired() float64 {
-	e.t.Helper()
-	mfs, err := e.reg.Gather()
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() != "shardkeeper_alarms_fired_total" {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			for _, l := range m.GetLabel() {
-				if l.GetName() == "kind" && l.GetValue() == oracle.KindName {
-					return m.GetCounter().GetValue()
-				}
-			}
-		}
-	}
-	return 0
+	return e.Metric("shardkeeper_alarms_fired_total", "", map[string]string{"kind": oracle.KindName})
 }
 
 // code is the domain outcome code of err ("" if err is not an *actors.Error).
@@ -233,8 +115,7 @@ func TestShardOfAcceptsOnlyTheIssuedShape(t *testing.T) {
 func TestLifetimeBoundaries(t *testing.T) {
 	const ttl, retention = time.Hour, 10 * time.Minute
 	start := time.Now().UnixMilli()
-	clk := &clock{}
-	clk.Set(start)
+	clk := actortest.NewClock(time.UnixMilli(start))
 	e := newOracleEnv(t, oracle.Config{TTL: ttl, Retention: retention}, clk.Now)
 	const id = "a0"
 	base := e.keys(id)
@@ -261,7 +142,7 @@ func TestLifetimeBoundaries(t *testing.T) {
 		}
 	}
 
-	clk.Set(expires - 1)
+	clk.SetMS(expires - 1)
 	_, err := consume(a, "other", "r1")
 	expect("consume by another org", err, "org_mismatch")
 	used, err := consume(a, "org", "r1")
@@ -270,7 +151,7 @@ func TestLifetimeBoundaries(t *testing.T) {
 		t.Fatalf("consumed %+v, want used_at %d", used, expires-1)
 	}
 
-	clk.Set(expires)
+	clk.SetMS(expires)
 	_, err = consume(b, "org", "")
 	expect("consume unused at expires_at", err, "nonce_expired")
 	_, err = consume(a, "org", "r2")
@@ -283,7 +164,7 @@ func TestLifetimeBoundaries(t *testing.T) {
 		t.Fatalf("repeated consume answered %+v, want %+v", again, used)
 	}
 
-	clk.Set(remove - 1)
+	clk.SetMS(remove - 1)
 	_, err = consume(b, "org", "")
 	expect("consume unused 1 ms before removal", err, "nonce_expired")
 	info, err := get(a)
@@ -299,7 +180,7 @@ func TestLifetimeBoundaries(t *testing.T) {
 
 	// From remove_at on the nonces are unknown, though no collection has run yet: the
 	// scheduler sleeps on the wall clock, which is an hour behind.
-	clk.Set(remove)
+	clk.SetMS(remove)
 	for _, n := range []oracle.Issued{a, b} {
 		_, err = get(n)
 		expect("get at removal", err, "unknown_nonce")
@@ -310,7 +191,7 @@ func TestLifetimeBoundaries(t *testing.T) {
 		t.Fatalf("%d keys before collection, want %d: two nonces, two index entries, one alarm (2 keys)", got, base+6)
 	}
 	// A new leader's scheduler finds the gc alarm due and collects both.
-	e.failover()
+	e.Failover()
 	await.True(t, 10*time.Second, "collection", func() bool { return e.keys(id) == base })
 }
 
@@ -319,8 +200,7 @@ func TestLifetimeBoundaries(t *testing.T) {
 func TestGCBacklogInBoundedBatches(t *testing.T) {
 	const ttl, retention, count = time.Hour, 10 * time.Minute, 2500
 	start := time.Now().UnixMilli()
-	clk := &clock{}
-	clk.Set(start)
+	clk := actortest.NewClock(time.UnixMilli(start))
 	e := newOracleEnv(t, oracle.Config{TTL: ttl, Retention: retention}, clk.Now)
 	const id = "00"
 	base := e.keys(id)
@@ -344,8 +224,8 @@ func TestGCBacklogInBoundedBatches(t *testing.T) {
 		t.Fatalf("%d keys after %d issues, want %d", got, count, base+2*count+2)
 	}
 	fired := e.alarmsFired()
-	clk.Set(start + (ttl + retention).Milliseconds())
-	e.failover()
+	clk.SetMS(start + (ttl + retention).Milliseconds())
+	e.Failover()
 	await.True(t, 20*time.Second, "collection of the backlog", func() bool { return e.keys(id) == base })
 	if n := e.alarmsFired() - fired; n < count/1000+1 {
 		t.Fatalf("%g firings collected %d nonces; batches of at most 1000 need at least %d", n, count, count/1000+1)
@@ -356,30 +236,29 @@ func TestGCBacklogInBoundedBatches(t *testing.T) {
 // before older ones: the gc alarm moves earlier, and each nonce goes at its own time.
 func TestGCAlarmFollowsEarliestRemoval(t *testing.T) {
 	start := time.Now().UnixMilli()
-	clk := &clock{}
-	clk.Set(start)
+	clk := actortest.NewClock(time.UnixMilli(start))
 	e := newOracleEnv(t, oracle.Config{TTL: time.Hour, Retention: time.Minute}, clk.Now)
 	const id = "5c"
 	base := e.keys(id)
 	long := e.issue(id, "org")
 
-	clk.Set(start + 1000)
+	clk.SetMS(start + 1000)
 	e.start(oracle.Config{TTL: time.Minute, Retention: time.Minute})
 	short := e.issue(id, "org")
 	if got := e.keys(id); got != base+6 {
 		t.Fatalf("%d keys, want %d", got, base+6)
 	}
 
-	clk.Set(short.ExpiresAt + time.Minute.Milliseconds())
-	e.failover()
+	clk.SetMS(short.ExpiresAt + time.Minute.Milliseconds())
+	e.Failover()
 	await.True(t, 10*time.Second, "collection of the short-lived nonce", func() bool { return e.keys(id) == base+4 })
 	var info oracle.Info
 	if err := e.call(id, oracle.MethodGet, oracle.GetRequest{Nonce: long.Nonce}, &info); err != nil {
 		t.Fatalf("long-lived nonce after the short one was collected: %v", err)
 	}
 
-	clk.Set(long.ExpiresAt + time.Minute.Milliseconds())
-	e.failover()
+	clk.SetMS(long.ExpiresAt + time.Minute.Milliseconds())
+	e.Failover()
 	await.True(t, 10*time.Second, "collection of the long-lived nonce", func() bool { return e.keys(id) == base })
 }
 
@@ -388,17 +267,16 @@ func TestGCAlarmFollowsEarliestRemoval(t *testing.T) {
 // request_id.
 func TestFailedCommitKeepsGCAndConsumeSafe(t *testing.T) {
 	start := time.Now().UnixMilli()
-	clk := &clock{}
-	clk.Set(start)
+	clk := actortest.NewClock(time.UnixMilli(start))
 	e := newOracleEnv(t, oracle.Config{TTL: time.Hour, Retention: time.Minute}, clk.Now)
 	const id = "c3"
 	base := e.keys(id)
 	injected := errors.New("injected commit failure")
-	e.mem.FailProposals(func(uint32) error { return injected })
+	e.Mem.FailProposals(func(uint32) error { return injected })
 	if err := e.call(id, oracle.MethodIssue, oracle.IssueRequest{OrgID: "org"}, nil); !errors.Is(err, actors.ErrUnavailable) {
 		t.Fatalf("issue with failing commits: %v, want unavailable", err)
 	}
-	e.mem.FailProposals(nil)
+	e.Mem.FailProposals(nil)
 	if got := e.keys(id); got != base {
 		t.Fatalf("a failed issue left %d keys, want %d", got, base)
 	}
@@ -407,12 +285,12 @@ func TestFailedCommitKeepsGCAndConsumeSafe(t *testing.T) {
 		t.Fatalf("issue after a failed commit: %v", err)
 	}
 
-	e.mem.FailProposals(func(uint32) error { return injected })
+	e.Mem.FailProposals(func(uint32) error { return injected })
 	req := oracle.ConsumeRequest{Nonce: n.Nonce, OrgID: "org", RequestID: "retry-me"}
 	if err := e.call(id, oracle.MethodConsume, req, nil); !errors.Is(err, actors.ErrUnavailable) {
 		t.Fatalf("consume with failing commits: %v, want unavailable", err)
 	}
-	e.mem.FailProposals(nil)
+	e.Mem.FailProposals(nil)
 	var first, second oracle.Consumed
 	if err := e.retry(id, oracle.MethodConsume, req, &first); err != nil {
 		t.Fatalf("consume retried after a failed commit: %v", err)
@@ -425,8 +303,8 @@ func TestFailedCommitKeepsGCAndConsumeSafe(t *testing.T) {
 		t.Fatalf("consume with another request_id: %v, want nonce_used", err)
 	}
 
-	clk.Set(n.ExpiresAt + time.Minute.Milliseconds())
-	e.failover()
+	clk.SetMS(n.ExpiresAt + time.Minute.Milliseconds())
+	e.Failover()
 	await.True(t, 10*time.Second, "collection", func() bool { return e.keys(id) == base })
 }
 
@@ -435,8 +313,8 @@ func TestFailedCommitKeepsGCAndConsumeSafe(t *testing.T) {
 func TestGCWithoutRequests(t *testing.T) {
 	e := newOracleEnv(t, oracle.Config{TTL: 300 * time.Millisecond, Retention: 200 * time.Millisecond}, nil)
 	base := map[uint32]int{}
-	for p := range uint32(testPartitions) {
-		n, err := e.store.KeyCount(p, []byte{})
+	for p := range uint32(actortest.Partitions) {
+		n, err := e.Store.KeyCount(p, []byte{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -446,8 +324,8 @@ func TestGCWithoutRequests(t *testing.T) {
 		e.issue(fmt.Sprintf("%02x", i), "org")
 	}
 	grew := false
-	for p := range uint32(testPartitions) {
-		if n, _ := e.store.KeyCount(p, []byte{}); n > base[p] {
+	for p := range uint32(actortest.Partitions) {
+		if n, _ := e.Store.KeyCount(p, []byte{}); n > base[p] {
 			grew = true
 		}
 	}
@@ -455,8 +333,8 @@ func TestGCWithoutRequests(t *testing.T) {
 		t.Fatal("issuing stored nothing")
 	}
 	await.True(t, 10*time.Second, "every partition back to its key count", func() bool {
-		for p := range uint32(testPartitions) {
-			if n, err := e.store.KeyCount(p, []byte{}); err != nil || n != base[p] {
+		for p := range uint32(actortest.Partitions) {
+			if n, err := e.Store.KeyCount(p, []byte{}); err != nil || n != base[p] {
 				return false
 			}
 		}
@@ -473,5 +351,30 @@ func TestZeroConfigDefaults(t *testing.T) {
 	}
 	if got := a.ExpiresAt - a.IssuedAt; got != oracle.DefaultTTL.Milliseconds() {
 		t.Fatalf("default lifetime %d ms, want %d", got, oracle.DefaultTTL.Milliseconds())
+	}
+}
+
+// A nonce consumed a second time is nonce_used, saying that its first consume consumed it.
+func TestNonceUsedSaysTheFirstConsumeUsedIt(t *testing.T) {
+	e := newOracleEnv(t, oracle.Config{}, nil)
+	n := e.issue("2a", "org")
+	req := oracle.ConsumeRequest{Nonce: n.Nonce, OrgID: "org"}
+	var first oracle.Consumed
+	if err := e.call("2a", oracle.MethodConsume, req, &first); err != nil {
+		t.Fatal(err)
+	}
+	err := e.call("2a", oracle.MethodConsume, req, nil)
+	var outcome *actors.Error
+	if !errors.As(err, &outcome) || outcome.Code != "nonce_used" ||
+		!strings.Contains(outcome.Message, fmt.Sprintf("the first consume consumed it at %d", first.UsedAt)) {
+		t.Fatalf("second consume: %v", err)
+	}
+}
+
+// An org_id of 60 KiB is refused without repeating it.
+func TestInvalidOrgIsNotEchoed(t *testing.T) {
+	e := oracle.ValidateOrg(strings.Repeat("o", 60<<10) + "!")
+	if e == nil || e.Code != "invalid_id" || len(e.Message) > 200 {
+		t.Fatalf("outcome %.300v", e)
 	}
 }

@@ -11,7 +11,9 @@
 //
 //	srv/<server_id>                      record (JSON): address, region, meta, registered_at, last_seen
 //	seen/<last_seen u64 BE><server_id>   empty; the expiry index, oldest last_seen first
-//	meta/count                           u64 BE: how many srv/ records are stored (absent when 0)
+//	                                     (a kit.TimeIndex)
+//	meta/count                           u64 BE: how many srv/ records are stored (absent when 0;
+//	                                     a kit.Counter)
 //
 // Invariants, after every committed message:
 //   - every srv/ record has exactly one seen/ entry, carrying its last_seen, and vice versa;
@@ -31,20 +33,21 @@ package servers
 
 import (
 	"bytes"
-	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"sort"
 	"time"
 
 	"github.com/shardkeeper/shardkeeper/actors"
+	"github.com/shardkeeper/shardkeeper/actors/kit"
 	"github.com/shardkeeper/shardkeeper/ident"
 )
 
 // KindName is the actor kind's name.
 const KindName = "server-registry"
 
-// Config holds the kind's limits. Both must be positive (config.Validate ensures it).
+// Config holds the kind's limits, the domain's settings (see Settings). Both must be positive
+// (the settings' checks ensure it).
 type Config struct {
 	TTL        time.Duration // --server-ttl: entries not seen for this long are not live
 	MaxServers int           // --max-servers: live entries per registry
@@ -109,7 +112,7 @@ type List struct {
 // meta not a JSON object, or over MaxMetaBytes once compacted).
 func (r *Registration) Validate() *actors.Error {
 	if !ident.Name(r.ServerID) {
-		return actors.Errorf("invalid_id", "server_id %q is not a valid identifier", r.ServerID)
+		return actors.Errorf("invalid_id", "server_id %s is not a valid identifier", kit.Quote(r.ServerID))
 	}
 	if r.Address == "" {
 		return actors.Errorf("invalid_request", "missing required field %q", "address")
@@ -159,45 +162,24 @@ type record struct {
 }
 
 var (
-	keyCount   = []byte("meta/count")
-	prefixSrv  = []byte("srv/")
-	prefixSeen = []byte("seen/")
+	count     = kit.Counter{Key: []byte("meta/count")}
+	prefixSrv = []byte("srv/")
+	seenIndex = kit.TimeIndex{Prefix: []byte("seen/")}
 )
 
 func srvKey(id string) []byte { return append(append([]byte(nil), prefixSrv...), id...) }
 
-// seenKey is the index key of id seen at t; seenKey(t, "") is the first key seen at or after t.
-func seenKey(t int64, id string) []byte {
-	k := binary.BigEndian.AppendUint64(append([]byte(nil), prefixSeen...), uint64(max(t, 0)))
-	return append(k, id...)
-}
-
-func parseSeenKey(k []byte) (int64, string, error) {
-	rest, ok := bytes.CutPrefix(k, prefixSeen)
-	if !ok || len(rest) < 8 {
-		return 0, "", fmt.Errorf("malformed index key %q", k)
-	}
-	return int64(binary.BigEndian.Uint64(rest)), string(rest[8:]), nil
-}
+// methods are the registry's messages.
+var methods = kit.Dispatch[*registry]{Name: "server registry", Methods: map[string]kit.Method[*registry]{
+	MethodRegister: kit.JSON((*registry).register),
+	MethodList:     func(r *registry, ctx *actors.Context, _ []byte) ([]byte, error) { return r.list(ctx) },
+	MethodDelete: kit.JSON(func(r *registry, ctx *actors.Context, d Deletion) ([]byte, error) {
+		return nil, r.delete(ctx, d.ServerID)
+	}),
+}}
 
 func (r *registry) Receive(ctx *actors.Context, req actors.Request) ([]byte, error) {
-	switch req.Method {
-	case MethodRegister:
-		var reg Registration
-		if err := json.Unmarshal(req.Body, &reg); err != nil {
-			return nil, actors.Errorf("invalid_request", "malformed registration: %v", err)
-		}
-		return r.register(ctx, reg)
-	case MethodList:
-		return r.list(ctx)
-	case MethodDelete:
-		var d Deletion
-		if err := json.Unmarshal(req.Body, &d); err != nil {
-			return nil, actors.Errorf("invalid_request", "malformed deletion: %v", err)
-		}
-		return nil, r.delete(ctx, d.ServerID)
-	}
-	return nil, fmt.Errorf("server registry: unknown method %q", req.Method)
+	return methods.Receive(r, ctx, req)
 }
 
 // ttl is the TTL in milliseconds (at least 1).
@@ -220,7 +202,7 @@ func (r *registry) register(ctx *actors.Context, reg Registration) ([]byte, erro
 		return nil, err
 	}
 	if found && r.live(old.LastSeen, now) {
-		ctx.Delete(seenKey(old.LastSeen, id))
+		seenIndex.Delete(ctx, old.LastSeen, id)
 		rec := record{Address: reg.Address, Region: reg.Region, Meta: reg.Meta, RegisteredAt: old.RegisteredAt, LastSeen: now}
 		if err := r.put(ctx, id, rec); err != nil {
 			return nil, err
@@ -228,7 +210,7 @@ func (r *registry) register(ctx *actors.Context, reg Registration) ([]byte, erro
 		return json.Marshal(Registered{ServerID: id, RegisteredAt: rec.RegisteredAt, LastSeen: now})
 	}
 
-	stored, err := count(ctx)
+	stored, err := count.Get(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -256,7 +238,7 @@ func (r *registry) register(ctx *actors.Context, reg Registration) ([]byte, erro
 			return nil, err
 		}
 		if n != stored {
-			setCount(ctx, n)
+			count.Set(ctx, n)
 		}
 		r.collected = collected
 		return nil, full
@@ -266,7 +248,7 @@ func (r *registry) register(ctx *actors.Context, reg Registration) ([]byte, erro
 		return nil, err
 	}
 	n++
-	setCount(ctx, n)
+	count.Set(ctx, n)
 	if n == 1 {
 		// The only entry: nothing else keeps the gc alarm pending.
 		if err := ctx.SetAlarm(GCAlarm, time.UnixMilli(now+r.ttl())); err != nil {
@@ -280,17 +262,13 @@ func (r *registry) register(ctx *actors.Context, reg Registration) ([]byte, erro
 // full is the registry_full outcome; RetryAfter is when the oldest entry (live, unless the
 // collection was cut short) expires. from is where the index is known to start.
 func (r *registry) full(ctx *actors.Context, now int64, from []byte) (*actors.Error, error) {
-	oldest, err := ctx.List(actors.ListOptions{Prefix: prefixSeen, Start: from, Limit: 1})
+	seen, _, ok, err := seenIndex.First(ctx, from)
 	if err != nil {
 		return nil, err
 	}
 	e := actors.Errorf("registry_full", "the registry holds %d live servers", r.cfg.MaxServers)
 	e.RetryAfter = time.Millisecond
-	if len(oldest) == 1 {
-		seen, _, err := parseSeenKey(oldest[0].Key)
-		if err != nil {
-			return nil, err
-		}
+	if ok {
 		e.RetryAfter = time.Duration(max(seen+r.ttl()-now, 1)) * time.Millisecond
 	}
 	return e, nil
@@ -299,7 +277,7 @@ func (r *registry) full(ctx *actors.Context, now int64, from []byte) (*actors.Er
 // expired lists up to limit expired index entries, oldest first.
 func (r *registry) expired(ctx *actors.Context, now int64, limit int) ([]actors.KV, error) {
 	// Expired means last_seen + ttl <= now, i.e. last_seen < now - ttl + 1.
-	return ctx.List(actors.ListOptions{Prefix: prefixSeen, Start: r.collected, End: seenKey(now-r.ttl()+1, ""), Limit: limit})
+	return seenIndex.Before(ctx, now-r.ttl()+1, r.collected, limit)
 }
 
 // collect deletes the entries of the index entries due, and returns the new scan hint (see
@@ -307,7 +285,7 @@ func (r *registry) expired(ctx *actors.Context, now int64, limit int) ([]actors.
 // meta/count.
 func (r *registry) collect(ctx *actors.Context, due []actors.KV) ([]byte, error) {
 	for _, kv := range due {
-		seen, id, err := parseSeenKey(kv.Key)
+		seen, id, err := seenIndex.Parse(kv.Key)
 		if err != nil {
 			return nil, err
 		}
@@ -322,13 +300,13 @@ func (r *registry) collect(ctx *actors.Context, due []actors.KV) ([]byte, error)
 // list answers the live entries: the index range seen within the TTL, O(live entries).
 func (r *registry) list(ctx *actors.Context) ([]byte, error) {
 	now := ctx.Now().UnixMilli()
-	kvs, err := ctx.List(actors.ListOptions{Prefix: prefixSeen, Start: seenKey(now-r.ttl()+1, "")})
+	kvs, err := seenIndex.From(ctx, now-r.ttl()+1, 0)
 	if err != nil {
 		return nil, err
 	}
 	out := List{Servers: make([]Entry, 0, len(kvs))}
 	for _, kv := range kvs {
-		_, id, err := parseSeenKey(kv.Key)
+		_, id, err := seenIndex.Parse(kv.Key)
 		if err != nil {
 			return nil, err
 		}
@@ -350,7 +328,7 @@ func (r *registry) list(ctx *actors.Context) ([]byte, error) {
 // is collected all the same).
 func (r *registry) delete(ctx *actors.Context, id string) error {
 	if !ident.Name(id) {
-		return actors.Errorf("invalid_id", "server_id %q is not a valid identifier", id)
+		return actors.Errorf("invalid_id", "server_id %s is not a valid identifier", kit.Quote(id))
 	}
 	rec, found, err := r.record(ctx, id)
 	if err != nil {
@@ -359,12 +337,12 @@ func (r *registry) delete(ctx *actors.Context, id string) error {
 	if !found {
 		return actors.Errorf("unknown_server", "server %q is not registered", id)
 	}
-	n, err := count(ctx)
+	n, err := count.Get(ctx)
 	if err != nil {
 		return err
 	}
 	r.remove(ctx, id, rec.LastSeen)
-	setCount(ctx, n-1)
+	count.Set(ctx, n-1)
 	if !r.live(rec.LastSeen, ctx.Now().UnixMilli()) {
 		return actors.Errorf("unknown_server", "server %q expired", id)
 	}
@@ -384,15 +362,11 @@ func (r *registry) Alarm(ctx *actors.Context, _ actors.Alarm) error {
 	if len(due) > gcBatch {
 		due, next = due[:gcBatch], now
 	} else {
-		first, err := ctx.List(actors.ListOptions{Prefix: prefixSeen, Start: seenKey(now-r.ttl()+1, ""), Limit: 1})
+		seen, _, ok, err := seenIndex.First(ctx, seenIndex.Key(now-r.ttl()+1, ""))
 		if err != nil {
 			return err
 		}
-		if len(first) == 1 {
-			seen, _, err := parseSeenKey(first[0].Key)
-			if err != nil {
-				return err
-			}
+		if ok {
 			next = seen + r.ttl()
 		}
 	}
@@ -404,7 +378,7 @@ func (r *registry) Alarm(ctx *actors.Context, _ actors.Alarm) error {
 	if len(due) == 0 {
 		return nil
 	}
-	n, err := count(ctx)
+	n, err := count.Get(ctx)
 	if err != nil {
 		return err
 	}
@@ -412,7 +386,7 @@ func (r *registry) Alarm(ctx *actors.Context, _ actors.Alarm) error {
 	if err != nil {
 		return err
 	}
-	setCount(ctx, n-len(due))
+	count.Set(ctx, n-len(due))
 	r.collected = collected
 	return nil
 }
@@ -437,33 +411,12 @@ func (r *registry) put(ctx *actors.Context, id string, rec record) error {
 		return fmt.Errorf("encode record %q: %w", id, err)
 	}
 	ctx.Put(srvKey(id), v)
-	ctx.Put(seenKey(rec.LastSeen, id), []byte{})
+	seenIndex.Put(ctx, rec.LastSeen, id, []byte{})
 	return nil
 }
 
 // remove deletes the record of id and its index entry (the caller owns meta/count).
 func (r *registry) remove(ctx *actors.Context, id string, lastSeen int64) {
 	ctx.Delete(srvKey(id))
-	ctx.Delete(seenKey(lastSeen, id))
-}
-
-// count reads meta/count.
-func count(ctx *actors.Context) (int, error) {
-	v, found, err := ctx.Get(keyCount)
-	if err != nil || !found {
-		return 0, err
-	}
-	if len(v) != 8 {
-		return 0, fmt.Errorf("server registry %s: meta/count of %d bytes", ctx.ID(), len(v))
-	}
-	return int(binary.BigEndian.Uint64(v)), nil
-}
-
-// setCount writes meta/count, deleting it at zero so that an empty registry holds no keys.
-func setCount(ctx *actors.Context, n int) {
-	if n == 0 {
-		ctx.Delete(keyCount)
-		return
-	}
-	ctx.Put(keyCount, binary.BigEndian.AppendUint64(nil, uint64(n)))
+	seenIndex.Delete(ctx, lastSeen, id)
 }

@@ -2,50 +2,26 @@ package servers
 
 import (
 	"cmp"
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"log/slog"
 	"math/rand/v2"
-	"os"
 	"sort"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/shardkeeper/shardkeeper/test/await"
-
 	"github.com/shardkeeper/shardkeeper/actors"
-	"github.com/shardkeeper/shardkeeper/persistence"
+	"github.com/shardkeeper/shardkeeper/actors/actortest"
+	"github.com/shardkeeper/shardkeeper/test/await"
 )
 
-// The tests run the kind in the real runtime (MemReplicator over a real Pebble store) with a
-// fake clock the test advances, wrapped in a probe kind of the same name that adds two test
-// methods: "check" (verify the storage invariants of the package comment), "records" (the
-// stored server ids, expired or not) and "poke" (commit an alarm write, which wakes the
-// partition's alarm scheduler after the clock jumped).
-
-const testPartitions = 4
-
-// fakeClock is a clock that moves only when the test advances it.
-type fakeClock struct{ ms atomic.Int64 }
-
-func newFakeClock() *fakeClock {
-	c := &fakeClock{}
-	c.ms.Store(time.Now().UnixMilli())
-	return c
-}
-
-func (c *fakeClock) now() time.Time          { return time.UnixMilli(c.ms.Load()) }
-func (c *fakeClock) nowMS() int64            { return c.ms.Load() }
-func (c *fakeClock) advance(d time.Duration) { c.ms.Add(d.Milliseconds()) }
-
-func quietLogger() *slog.Logger {
-	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
-}
+// The tests run the kind in the real runtime (actortest: MemReplicator over a real Pebble
+// store) with a fake clock the test advances, wrapped in a probe kind of the same name that
+// adds two test methods: "check" (verify the storage invariants of the package comment) and
+// "records" (the stored server ids, expired or not). After the clock jumped, Harness.Wake
+// makes the partition's alarm scheduler look at the alarms.
 
 // probe wraps the registry handler. With gcOff its gc alarm fails (and, with the harness'
 // hour-long alarm backoff, is not retried during a test); onGC observes each successful gc
@@ -56,14 +32,10 @@ type probe struct {
 	onGC  func(deleted int)
 }
 
-const pokeAlarm = "poke"
-
 func (p *probe) Receive(ctx *actors.Context, req actors.Request) ([]byte, error) {
 	switch req.Method {
 	case "check":
 		return nil, p.check(ctx)
-	case "poke":
-		return nil, ctx.SetAlarm(pokeAlarm, ctx.Now().Add(time.Hour))
 	case "records":
 		kvs, err := ctx.List(actors.ListOptions{Prefix: prefixSrv})
 		var ids []string
@@ -76,20 +48,17 @@ func (p *probe) Receive(ctx *actors.Context, req actors.Request) ([]byte, error)
 }
 
 func (p *probe) Alarm(ctx *actors.Context, a actors.Alarm) error {
-	if a.Name == pokeAlarm {
-		return nil
-	}
 	if p.gcOff {
 		return errors.New("gc disabled by the test")
 	}
-	before, err := count(ctx)
+	before, err := count.Get(ctx)
 	if err != nil {
 		return err
 	}
 	if err := p.registry.Alarm(ctx, a); err != nil {
 		return err
 	}
-	after, err := count(ctx)
+	after, err := count.Get(ctx)
 	if err == nil && p.onGC != nil {
 		p.onGC(before - after)
 	}
@@ -104,7 +73,7 @@ func (p *probe) check(ctx *actors.Context) error {
 	if err != nil {
 		return err
 	}
-	seen, err := ctx.List(actors.ListOptions{Prefix: prefixSeen})
+	seen, err := ctx.List(actors.ListOptions{Prefix: seenIndex.Prefix})
 	if err != nil {
 		return err
 	}
@@ -112,7 +81,7 @@ func (p *probe) check(ctx *actors.Context) error {
 	if err != nil {
 		return err
 	}
-	n, err := count(ctx)
+	n, err := count.Get(ctx)
 	if err != nil {
 		return err
 	}
@@ -132,7 +101,7 @@ func (p *probe) check(ctx *actors.Context) error {
 	}
 	earliest := int64(-1)
 	for _, kv := range seen {
-		t, id, err := parseSeenKey(kv.Key)
+		t, id, err := seenIndex.Parse(kv.Key)
 		if err != nil {
 			return err
 		}
@@ -161,25 +130,18 @@ func (p *probe) check(ctx *actors.Context) error {
 	return fmt.Errorf("%d entries and no gc alarm pending", n)
 }
 
+// harness is the shared actortest.Harness with the registry's own conveniences.
 type harness struct {
+	*actortest.Harness
 	t     testing.TB
-	rt    *actors.Runtime
-	store *persistence.Store
-	clock *fakeClock
+	clock *actortest.Clock
 }
 
 // newHarness runs the probe-wrapped kind with cfg on a fresh store, leading every partition.
+// Alarm retries are an hour apart: a gc firing the test disabled is not retried.
 func newHarness(t testing.TB, cfg Config, wrap func(*probe)) *harness {
 	t.Helper()
-	store, err := persistence.Open(t.TempDir(), quietLogger())
-	if err != nil {
-		t.Fatal(err)
-	}
-	mem, err := actors.NewMemReplicator(store, testPartitions)
-	if err != nil {
-		t.Fatal(err)
-	}
-	clock := newFakeClock()
+	clock := actortest.NewClock(time.Now().Add(time.Hour))
 	kind := actors.Kind{Name: KindName, New: func(string) actors.Handler {
 		p := &probe{registry: &registry{cfg: cfg}}
 		if wrap != nil {
@@ -187,33 +149,14 @@ func newHarness(t testing.TB, cfg Config, wrap func(*probe)) *harness {
 		}
 		return p
 	}}
-	rt, err := actors.New(actors.Options{Store: store, Replicator: mem, Partitions: testPartitions,
-		Logger: quietLogger(), Clock: clock.now, AlarmBackoff: time.Hour}, kind)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		rt.Close()
-		store.Close()
-	})
-	for p := range uint32(testPartitions) {
-		rt.SetLeader(p, true)
-	}
-	h := &harness{t: t, rt: rt, store: store, clock: clock}
-	await.True(t, 10*time.Second, "every partition ready", func() bool {
-		for p := range uint32(testPartitions) {
-			if !rt.Ready(p) {
-				return false
-			}
-		}
-		return true
-	})
-	return h
+	h := actortest.New(t, actortest.Options{Runtime: actors.Options{Clock: clock.Now, AlarmBackoff: time.Hour}}, kind)
+	return &harness{Harness: h, t: t, clock: clock}
 }
 
 // call sends one message. A background context makes the runtime take its deadline from the
 // fake clock.
 func (h *harness) call(registry, method string, body any) ([]byte, error) {
+	h.t.Helper()
 	var b []byte
 	if body != nil {
 		var err error
@@ -221,7 +164,7 @@ func (h *harness) call(registry, method string, body any) ([]byte, error) {
 			h.t.Fatal(err)
 		}
 	}
-	return h.rt.Call(context.Background(), KindName, registry, actors.Request{Method: method, Body: b})
+	return h.Harness.Call(KindName, registry, method, b)
 }
 
 func (h *harness) mustCall(registry, method string, body any) []byte {
@@ -322,7 +265,7 @@ func TestMessages(t *testing.T) {
 		{MethodDelete, `{"server_id":"nobody"}`, "unknown_server"},
 		{"frobnicate", ``, `error: server registry: unknown method "frobnicate"`},
 	} {
-		_, err := h.rt.Call(context.Background(), KindName, "r", actors.Request{Method: tc.method, Body: []byte(tc.body)})
+		_, err := h.Harness.Call(KindName, "r", tc.method, []byte(tc.body))
 		if got := errCode(err); got != tc.code {
 			t.Errorf("%s %s: %q, want %q", tc.method, tc.body, got, tc.code)
 		}
@@ -340,13 +283,13 @@ func TestMessages(t *testing.T) {
 func TestFullRegistryCollectsInline(t *testing.T) {
 	h := newHarness(t, Config{TTL: time.Second, MaxServers: 3}, func(p *probe) { p.gcOff = true })
 	const reg = "inline"
-	t0 := h.clock.nowMS()
+	t0 := h.clock.NowMS()
 	for _, id := range []string{"a", "b", "c"} {
 		if out, err := h.register(reg, id); err != nil || !out.Created || out.RegisteredAt != t0 {
 			t.Fatalf("register %s: %+v, %v", id, out, err)
 		}
 	}
-	h.clock.advance(600 * time.Millisecond)
+	h.clock.Advance(600 * time.Millisecond)
 	if out, err := h.register(reg, "b"); err != nil || out.Created || out.RegisteredAt != t0 || out.LastSeen != t0+600 {
 		t.Fatalf("heartbeat b: %+v, %v", out, err)
 	}
@@ -357,7 +300,7 @@ func TestFullRegistryCollectsInline(t *testing.T) {
 	}
 	h.check(reg)
 
-	h.clock.advance(400 * time.Millisecond) // a and c expire; b has 600 ms left
+	h.clock.Advance(400 * time.Millisecond) // a and c expire; b has 600 ms left
 	if l := h.list(reg); len(l.Servers) != 1 || l.Servers[0].ServerID != "b" {
 		t.Fatalf("live servers: %+v", l)
 	}
@@ -380,8 +323,8 @@ func TestFullRegistryCollectsInline(t *testing.T) {
 		t.Fatalf("register f into a registry of 3 live: %v", err)
 	}
 	// An expired entry re-registering is new again, and takes a slot only if one is free.
-	h.clock.advance(600 * time.Millisecond) // b expires
-	if out, err := h.register(reg, "b"); err != nil || !out.Created || out.RegisteredAt != h.clock.nowMS() {
+	h.clock.Advance(600 * time.Millisecond) // b expires
+	if out, err := h.register(reg, "b"); err != nil || !out.Created || out.RegisteredAt != h.clock.NowMS() {
 		t.Fatalf("re-register expired b: %+v, %v", out, err)
 	}
 	h.check(reg)
@@ -402,12 +345,7 @@ func TestGCCollectsInBatches(t *testing.T) {
 		}
 	})
 	const reg = "batches"
-	h.mustCall(reg, "poke", nil) // the poke alarm's two keys are part of the baseline
-	part := actors.PartitionOf(KindName, reg, testPartitions)
-	baseline, err := h.store.KeyCount(part, []byte{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	baseline := h.KeyCount(KindName, reg)
 	var wg sync.WaitGroup
 	ids := make(chan int)
 	for range 32 {
@@ -425,15 +363,14 @@ func TestGCCollectsInBatches(t *testing.T) {
 	close(ids)
 	wg.Wait()
 	h.check(reg)
-	if n, _ := h.store.KeyCount(part, []byte{}); n <= baseline+2*total {
+	if n := h.KeyCount(KindName, reg); n <= baseline+2*total {
 		t.Fatalf("%d keys after %d registrations, baseline %d", n, total, baseline)
 	}
 
-	h.clock.advance(time.Second)
-	h.mustCall(reg, "poke", nil)
+	h.clock.Advance(time.Second)
+	h.Wake(KindName, reg)
 	await.True(t, 20*time.Second, "the registry's keys to return to the baseline", func() bool {
-		n, err := h.store.KeyCount(part, []byte{})
-		return err == nil && n == baseline
+		return h.KeyCount(KindName, reg) == baseline
 	})
 	mu.Lock()
 	defer mu.Unlock()
@@ -481,7 +418,7 @@ func TestRegistryModel(t *testing.T) {
 			outcomes := map[string]int{}
 			defer func() { t.Logf("outcomes: %v", outcomes) }()
 			for i := range steps {
-				now := h.clock.nowMS()
+				now := h.clock.NowMS()
 				id := fmt.Sprint("s", rng.IntN(ids))
 				switch op := rng.IntN(10); {
 				case op < 5: // register or heartbeat
@@ -544,9 +481,9 @@ func TestRegistryModel(t *testing.T) {
 						t.Fatalf("step %d list at %d:\n got %s\nwant %s", i, now, got, wantB)
 					}
 				default: // time passes; the scheduler may run gc now, later or not at all
-					h.clock.advance(time.Duration(rng.IntN(ttl*6/10)) * time.Millisecond)
+					h.clock.Advance(time.Duration(rng.IntN(ttl*6/10)) * time.Millisecond)
 					if rng.IntN(2) == 0 {
-						h.mustCall(reg, "poke", nil)
+						h.Wake(KindName, reg)
 					}
 				}
 				h.check(reg)

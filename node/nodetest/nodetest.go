@@ -5,13 +5,12 @@ package nodetest
 import (
 	"context"
 	"log/slog"
-	"net/http"
 	"os"
 	"testing"
 	"time"
 
-	"github.com/shardkeeper/shardkeeper/api"
 	"github.com/shardkeeper/shardkeeper/config"
+	"github.com/shardkeeper/shardkeeper/domains"
 	"github.com/shardkeeper/shardkeeper/node"
 )
 
@@ -35,8 +34,7 @@ func Start(t testing.TB, mutate func(*config.Config)) *node.Node {
 		mutate(&cfg)
 	}
 	logger := slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
-	n, err := node.Start(cfg, node.Options{Logger: logger, Kinds: api.Kinds(cfg),
-		Routes: func(mux *http.ServeMux, c api.Caller) { api.Register(mux, c, cfg) }})
+	n, err := node.Start(cfg, node.Options{Logger: logger, Domains: domains.All()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -340,6 +340,25 @@ func TestAlarmFiresAfterKill(t *testing.T) {
 	if got, text := metricSum(t, n, "go_sched_latencies_seconds_count"); got <= 0 {
 		t.Errorf("go_sched_latencies_seconds_count = %g; /metrics:\n%s", got, grepLines(text, "go_sched"))
 	}
+	// The operator's view: build info, this one-node cluster's Raft state and membership.
+	for _, m := range []struct {
+		name string
+		want float64
+	}{
+		{"shardkeeper_build_info", 1},
+		{"shardkeeper_raft_leader", float64(partitions)},
+		{`shardkeeper_members{state="alive"}`, 1},
+		{`shardkeeper_members{state="failed"}`, 0},
+		{"shardkeeper_partitions_without_leader", 0},
+		{"shardkeeper_partitions_under_replicated", 0},
+	} {
+		if got, text := metricSum(t, n, m.name); got != m.want {
+			t.Errorf("%s = %g, want %g; /metrics:\n%s", m.name, got, m.want, grepLines(text, "shardkeeper_"))
+		}
+	}
+	if got, _ := metricSum(t, n, "shardkeeper_raft_commit_index"); got < float64(partitions) {
+		t.Errorf("shardkeeper_raft_commit_index sums to %g over %d partitions, want at least one entry each", got, partitions)
+	}
 }
 
 // metricSum sums every sample of the metric name over its labels.

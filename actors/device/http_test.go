@@ -1,4 +1,4 @@
-package api_test
+package device_test
 
 import (
 	"bytes"
@@ -11,7 +11,6 @@ import (
 	"maps"
 	"net/http"
 	"regexp"
-	"runtime/debug"
 	"slices"
 	"strconv"
 	"strings"
@@ -22,7 +21,9 @@ import (
 
 	"github.com/shardkeeper/shardkeeper/actors"
 	"github.com/shardkeeper/shardkeeper/actors/device"
+	"github.com/shardkeeper/shardkeeper/api/apitest"
 	"github.com/shardkeeper/shardkeeper/config"
+	"github.com/shardkeeper/shardkeeper/test/await"
 )
 
 // deviceKey is a device's Ed25519 key pair.
@@ -83,7 +84,7 @@ type deviceStep struct {
 	header []string
 	status int
 	code   string // the error code expected, "" on success
-	check  func(t *testing.T, r response)
+	check  func(t *testing.T, r apitest.Response)
 }
 
 var deviceNonceShape = regexp.MustCompile(`^[A-Za-z0-9_-]{43}$`)
@@ -94,11 +95,9 @@ const deviceAdminToken = "s3cret"
 // on one node (nonce TTL 2s, 2 pending challenges per device, 3 devices per registry).
 func TestDeviceAPI(t *testing.T) {
 	const nonceTTL = 2 * time.Second
-	n := startNode(t, func(c *config.Config) {
+	n := apitest.Start(t, func(c *config.Config) {
 		c.AdminToken = deviceAdminToken
-		c.AttestNonceTTL = nonceTTL
-		c.MaxPendingPerDevice = 2
-		c.MaxDevices = 3
+		device.Settings.Update(c, func(o *device.Config) { o.NonceTTL, o.MaxPending, o.MaxDevices = nonceTTL, 2, 3 })
 	})
 	keyA, keyB := newDeviceKey(t), newDeviceKey(t)
 	regA, regB := deviceRegistration("dev-a", keyA), deviceRegistration("dev_B", keyB)
@@ -116,8 +115,8 @@ func TestDeviceAPI(t *testing.T) {
 		return func() any { return map[string]any{"device_id": id, "nonce": *nonce, "signature": sign(*nonce)} }
 	}
 	constSig := func(s string) func(string) string { return func(string) string { return s } }
-	captureNonce := func(dst *string) func(t *testing.T, r response) {
-		return func(t *testing.T, r response) {
+	captureNonce := func(dst *string) func(t *testing.T, r apitest.Response) {
+		return func(t *testing.T, r apitest.Response) {
 			var c struct {
 				Nonce     string `json:"nonce"`
 				ExpiresAt int64  `json:"expires_at"`
@@ -136,22 +135,22 @@ func TestDeviceAPI(t *testing.T) {
 			*dst = c.Nonce
 		}
 	}
-	deviceIs := func(check func(t *testing.T, d device.Device)) func(t *testing.T, r response) {
-		return func(t *testing.T, r response) {
+	deviceIs := func(check func(t *testing.T, d device.Device)) func(t *testing.T, r apitest.Response) {
+		return func(t *testing.T, r apitest.Response) {
 			var d device.Device
 			r.JSON(t, &d)
 			check(t, d)
 		}
 	}
-	pending := func(id string, want int) func(t *testing.T, r response) {
+	pending := func(id string, want int) func(t *testing.T, r apitest.Response) {
 		return deviceIs(func(t *testing.T, d device.Device) {
 			if d.DeviceID != id || d.PendingChallenges != want {
 				t.Fatalf("device %+v; want %s with %d pending challenges", d, id, want)
 			}
 		})
 	}
-	retryAfter := func(max int) func(t *testing.T, r response) {
-		return func(t *testing.T, r response) {
+	retryAfter := func(max int) func(t *testing.T, r apitest.Response) {
+		return func(t *testing.T, r apitest.Response) {
 			s, err := strconv.Atoi(r.Header.Get("Retry-After"))
 			if err != nil || s < 1 || s > max {
 				t.Fatalf("Retry-After %q; want whole seconds in 1..%d", r.Header.Get("Retry-After"), max)
@@ -161,9 +160,9 @@ func TestDeviceAPI(t *testing.T) {
 	// awaitNoPending polls GET until the device holds no unexpired challenge.
 	awaitNoPending := func(id string) func(t *testing.T) {
 		return func(t *testing.T) {
-			deviceEventually(t, 10*time.Second, id+" has no pending challenge", func() bool {
+			await.True(t, 10*time.Second, id+" has no pending challenge", func() bool {
 				var d device.Device
-				r := n.do(t, "GET", "/v1/attest/r1/devices/"+id, nil)
+				r := n.Do(t, "GET", "/v1/attest/r1/devices/"+id, nil)
 				r.JSON(t, &d)
 				return r.Status == 200 && d.PendingChallenges == 0
 			})
@@ -174,7 +173,7 @@ func TestDeviceAPI(t *testing.T) {
 	steps := []deviceStep{
 		// register
 		{name: "register new", method: "POST", path: "/v1/attest/r1/register", body: fixed(regA), status: 201,
-			check: func(t *testing.T, r response) {
+			check: func(t *testing.T, r apitest.Response) {
 				var g struct {
 					DeviceID     string `json:"device_id"`
 					RegisteredAt int64  `json:"registered_at"`
@@ -188,7 +187,7 @@ func TestDeviceAPI(t *testing.T) {
 			}},
 		{name: "re-register keeps registered_at", method: "POST", path: "/v1/attest/r1/register",
 			body: fixed(deviceWith(deviceWith(regA, "version", "2.0"), "platform", "ios")), status: 200,
-			check: func(t *testing.T, r response) {
+			check: func(t *testing.T, r apitest.Response) {
 				var g struct {
 					RegisteredAt int64 `json:"registered_at"`
 					LastSeen     int64 `json:"last_seen"`
@@ -257,7 +256,7 @@ func TestDeviceAPI(t *testing.T) {
 		{name: "verify bad registry", method: "POST", path: "/v1/attest/r.1/verify", body: verifyBody("dev-a", &nonceA1, keyA.sign), status: 400, code: "invalid_id"},
 		{name: "verify body too large", method: "POST", path: "/v1/attest/r1/verify", body: fixed(big), status: 413, code: "body_too_large"},
 		{name: "verify", method: "POST", path: "/v1/attest/r1/verify", body: verifyBody("dev-a", &nonceA1, keyA.sign), status: 200,
-			check: func(t *testing.T, r response) {
+			check: func(t *testing.T, r apitest.Response) {
 				var v struct {
 					Verified   bool   `json:"verified"`
 					DeviceID   string `json:"device_id"`
@@ -310,7 +309,7 @@ func TestDeviceAPI(t *testing.T) {
 		{name: "fill 2", method: "POST", path: "/v1/attest/full/register", body: fixed(deviceRegistration("f2", keyA)), status: 201},
 		{name: "fill 3", method: "POST", path: "/v1/attest/full/register", body: fixed(deviceRegistration("f3", keyA)), status: 201},
 		{name: "registry full", method: "POST", path: "/v1/attest/full/register", body: fixed(deviceRegistration("f4", keyA)), status: 503, code: "registry_full",
-			check: retryAfter(int(config.Default().DeviceTTL.Seconds()))},
+			check: retryAfter(int(device.Settings.Get(config.Default()).DeviceTTL.Seconds()))},
 		{name: "re-register in full registry", method: "POST", path: "/v1/attest/full/register", body: fixed(deviceRegistration("f1", keyB)), status: 200},
 		{name: "delete frees a slot", method: "DELETE", path: "/v1/attest/full/devices/f2", header: auth, status: 204},
 		{name: "register into freed slot", method: "POST", path: "/v1/attest/full/register", body: fixed(deviceRegistration("f4", keyA)), status: 201},
@@ -338,7 +337,7 @@ func TestDeviceAPI(t *testing.T) {
 
 // runDeviceSteps runs the rows in order; a failed row stops the table, since later rows
 // depend on it.
-func runDeviceSteps(t *testing.T, n *testNode, steps []deviceStep) {
+func runDeviceSteps(t *testing.T, n *apitest.Node, steps []deviceStep) {
 	t.Helper()
 	for _, s := range steps {
 		ok := t.Run(s.name, func(t *testing.T) {
@@ -349,7 +348,7 @@ func runDeviceSteps(t *testing.T, n *testNode, steps []deviceStep) {
 			if s.body != nil {
 				body = s.body()
 			}
-			r := n.do(t, s.method, s.path, body, s.header...)
+			r := n.Do(t, s.method, s.path, body, s.header...)
 			if r.Status != s.status || r.ErrorCode() != s.code {
 				t.Fatalf("%s %s: %d %s; want %d %q", s.method, s.path, r.Status, r.Body, s.status, s.code)
 			}
@@ -374,7 +373,7 @@ func runDeviceSteps(t *testing.T, n *testNode, steps []deviceStep) {
 	}
 }
 
-// deviceFields are the fields of the contract's response body to method path with status (nil
+// deviceFields are the fields of the contract's apitest.Response body to method path with status (nil
 // when there is no body).
 func deviceFields(method, path string, status int) []string {
 	switch {
@@ -394,22 +393,10 @@ func deviceFields(method, path string, status int) []string {
 	return nil
 }
 
-// deviceEventually polls cond until it holds or the timeout passes.
-func deviceEventually(t testing.TB, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting until %s", timeout, what)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
-
 // TestDeviceAdminDisabled: with no admin token configured, DELETE is 403 admin_disabled
 // whatever the Authorization header says.
 func TestDeviceAdminDisabled(t *testing.T) {
-	n := startNode(t, nil)
+	n := apitest.Start(t, nil)
 	k := newDeviceKey(t)
 	runDeviceSteps(t, n, []deviceStep{
 		{name: "register", method: "POST", path: "/v1/attest/r1/register", body: func() any { return deviceRegistration("d1", k) }, status: 201},
@@ -419,24 +406,10 @@ func TestDeviceAdminDisabled(t *testing.T) {
 	})
 }
 
-// deviceRaceEnabled reports whether the test binary was built with the race detector.
-func deviceRaceEnabled() bool {
-	bi, ok := debug.ReadBuildInfo()
-	if !ok {
-		return false
-	}
-	for _, s := range bi.Settings {
-		if s.Key == "-race" {
-			return s.Value == "true"
-		}
-	}
-	return false
-}
-
 // deviceKeyCount counts the state keys of registry's partition on n.
-func deviceKeyCount(t testing.TB, n *testNode, registry string) int {
+func deviceKeyCount(t testing.TB, n *apitest.Node, registry string) int {
 	t.Helper()
-	c, err := n.Node.Store().KeyCount(actors.PartitionOf(device.KindName, registry, n.Cfg.Partitions), []byte{})
+	c, err := n.Node.Store().KeyCount(actors.PartitionOf(device.KindName, registry, n.Config.Partitions), []byte{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -448,9 +421,9 @@ func deviceKeyCount(t testing.TB, n *testNode, registry string) int {
 // its nonce is unknown, and registering it again creates it anew.
 func TestDeviceExpiry(t *testing.T) {
 	const deviceTTL = 500 * time.Millisecond
-	n := startNode(t, func(c *config.Config) {
-		c.DeviceTTL = deviceTTL
-		c.AttestNonceTTL = time.Hour // the device, not the nonce, is what expires
+	n := apitest.Start(t, func(c *config.Config) {
+		// The device, not the nonce, is what expires.
+		device.Settings.Update(c, func(o *device.Config) { o.DeviceTTL, o.NonceTTL = deviceTTL, time.Hour })
 	})
 	baseline := deviceKeyCount(t, n, "exp")
 	k := newDeviceKey(t)
@@ -458,7 +431,7 @@ func TestDeviceExpiry(t *testing.T) {
 	var nonce string
 	runDeviceSteps(t, n, []deviceStep{
 		{name: "register", method: "POST", path: "/v1/attest/exp/register", body: func() any { return deviceRegistration("d1", k) }, status: 201,
-			check: func(t *testing.T, r response) {
+			check: func(t *testing.T, r apitest.Response) {
 				var g struct {
 					RegisteredAt int64 `json:"registered_at"`
 				}
@@ -466,7 +439,7 @@ func TestDeviceExpiry(t *testing.T) {
 				registeredAt = g.RegisteredAt
 			}},
 		{name: "challenge", method: "POST", path: "/v1/attest/exp/challenge", body: func() any { return map[string]any{"device_id": "d1"} }, status: 200,
-			check: func(t *testing.T, r response) {
+			check: func(t *testing.T, r apitest.Response) {
 				var c struct {
 					Nonce string `json:"nonce"`
 				}
@@ -478,7 +451,7 @@ func TestDeviceExpiry(t *testing.T) {
 		t.Fatalf("partition holds %d keys after register and challenge; baseline %d", got, baseline)
 	}
 	start := time.Now()
-	deviceEventually(t, 10*time.Second, "the registry's partition is back to its baseline", func() bool {
+	await.True(t, 10*time.Second, "the registry's partition is back to its baseline", func() bool {
 		return deviceKeyCount(t, n, "exp") == baseline
 	})
 	t.Logf("collected %v after the last request (device TTL %v)", time.Since(start), deviceTTL)
@@ -488,7 +461,7 @@ func TestDeviceExpiry(t *testing.T) {
 		{name: "nonce went with the device", method: "POST", path: "/v1/attest/exp/verify",
 			body: func() any { return map[string]any{"device_id": "d1", "nonce": nonce, "signature": k.sign(nonce)} }, status: 404, code: "unknown_nonce"},
 		{name: "register again is new", method: "POST", path: "/v1/attest/exp/register", body: func() any { return deviceRegistration("d1", k) }, status: 201,
-			check: func(t *testing.T, r response) {
+			check: func(t *testing.T, r apitest.Response) {
 				var g struct {
 					RegisteredAt int64 `json:"registered_at"`
 				}
@@ -500,7 +473,7 @@ func TestDeviceExpiry(t *testing.T) {
 	})
 }
 
-// TestDeviceStorageBounded is the issue's acceptance test: 100,000 challenges, never
+// TestDeviceStorageBounded is the acceptance test of bounded storage: 100,000 challenges, never
 // verified, spread over 1,000 devices of one registry. Unused nonces are collected by the
 // expiry index (one nonce TTL after they expire) while their devices are still live, then the
 // devices expire. With no request arriving, the gc alarm must return the registry's partition
@@ -514,7 +487,7 @@ func TestDeviceStorageBounded(t *testing.T) {
 		t.Skip("100,000 challenges")
 	}
 	devices := 1000
-	if deviceRaceEnabled() {
+	if raceEnabled() {
 		devices = 100
 	}
 	const (
@@ -525,11 +498,10 @@ func TestDeviceStorageBounded(t *testing.T) {
 		registry  = "bounded"
 	)
 	challenges := devices * perDevice
-	n := startNode(t, func(c *config.Config) {
-		c.AttestNonceTTL = nonceTTL
-		c.DeviceTTL = deviceTTL
-		c.MaxPendingPerDevice = perDevice
-		c.MaxDevices = devices
+	n := apitest.Start(t, func(c *config.Config) {
+		device.Settings.Update(c, func(o *device.Config) {
+			o.NonceTTL, o.DeviceTTL, o.MaxPending, o.MaxDevices = nonceTTL, deviceTTL, perDevice, devices
+		})
 		c.RequestTimeout = 30 * time.Second
 	})
 	baseline := deviceKeyCount(t, n, registry)
@@ -567,7 +539,7 @@ func TestDeviceStorageBounded(t *testing.T) {
 	go func() {
 		defer close(sampled)
 		for {
-			c, err := n.Node.Store().KeyCount(actors.PartitionOf(device.KindName, registry, n.Cfg.Partitions), []byte{})
+			c, err := n.Node.Store().KeyCount(actors.PartitionOf(device.KindName, registry, n.Config.Partitions), []byte{})
 			if err == nil && int64(c) > most.Load() {
 				most.Store(int64(c))
 			}
@@ -616,14 +588,14 @@ func TestDeviceStorageBounded(t *testing.T) {
 
 	// No request from here on: only the gc alarm can bring the count down.
 	waitStart := time.Now()
-	deviceEventually(t, 60*time.Second, "the registry's partition is back to its baseline key count", func() bool {
+	await.True(t, 60*time.Second, "the registry's partition is back to its baseline key count", func() bool {
 		return deviceKeyCount(t, n, registry) == baseline
 	})
 	t.Logf("back to baseline %d keys %v after the last challenge (nonce TTL %v, device TTL %v)",
 		baseline, time.Since(waitStart), nonceTTL, deviceTTL)
 
 	for _, id := range []string{"dev-0000", fmt.Sprintf("dev-%04d", devices-1)} {
-		if r := n.do(t, "GET", "/v1/attest/"+registry+"/devices/"+id, nil); r.Status != 404 || r.ErrorCode() != "unknown_device" {
+		if r := n.Do(t, "GET", "/v1/attest/"+registry+"/devices/"+id, nil); r.Status != 404 || r.ErrorCode() != "unknown_device" {
 			t.Fatalf("GET %s after expiry: %d %s", id, r.Status, r.Body)
 		}
 	}

@@ -1,4 +1,4 @@
-package api_test
+package servers_test
 
 import (
 	"bytes"
@@ -15,7 +15,9 @@ import (
 
 	"github.com/shardkeeper/shardkeeper/actors"
 	"github.com/shardkeeper/shardkeeper/actors/servers"
+	"github.com/shardkeeper/shardkeeper/api/apitest"
 	"github.com/shardkeeper/shardkeeper/config"
+	"github.com/shardkeeper/shardkeeper/test/await"
 )
 
 // serversList is the body of GET /v1/servers/{registry} and GET /servers.
@@ -37,8 +39,8 @@ type serversRegistered struct {
 	LastSeen     int64  `json:"last_seen"`
 }
 
-// serversIDs lists the server ids of a list response, in order.
-func serversIDs(t testing.TB, r response) string {
+// serversIDs lists the server ids of a list apitest.Response, in order.
+func serversIDs(t testing.TB, r apitest.Response) string {
 	t.Helper()
 	var l serversList
 	r.JSON(t, &l)
@@ -55,10 +57,9 @@ func serversIDs(t testing.TB, r response) string {
 // TestServersAPI walks every row and error code of the server registry contract, in order,
 // on one node (admin token "secret", max_servers 2 so that registry_full is reachable).
 func TestServersAPI(t *testing.T) {
-	n := startNode(t, func(c *config.Config) {
+	n := apitest.Start(t, func(c *config.Config) {
 		c.AdminToken = "secret"
-		c.MaxServers = 2
-		c.ServerTTL = time.Minute
+		servers.Settings.Update(c, func(o *servers.Config) { o.MaxServers, o.TTL = 2, time.Minute })
 	})
 	admin := []string{"Authorization", "Bearer secret"}
 	bigMeta := `{"k":"` + strings.Repeat("x", servers.MaxMetaBytes) + `"}`
@@ -71,19 +72,19 @@ func TestServersAPI(t *testing.T) {
 		body   any
 		header []string
 		status int
-		code   string                     // error code, "" on success
-		check  func(*testing.T, response) // further checks of a success
+		code   string                             // error code, "" on success
+		check  func(*testing.T, apitest.Response) // further checks of a success
 	}{
 		{name: "register new", method: "PUT", path: "/v1/servers/reg1/s1",
 			body: `{"address":"10.0.0.1:443","region":"eu","meta":{"v":1, "tags":["a"]}}`, status: 201,
-			check: func(t *testing.T, r response) {
+			check: func(t *testing.T, r apitest.Response) {
 				r.JSON(t, &first)
 				if first.ServerID != "s1" || first.RegisteredAt == 0 || first.LastSeen != first.RegisteredAt {
 					t.Fatalf("registration %s", r.Body)
 				}
 			}},
 		{name: "heartbeat", method: "PUT", path: "/v1/servers/reg1/s1", body: `{"address":"10.0.0.9:443"}`, status: 200,
-			check: func(t *testing.T, r response) {
+			check: func(t *testing.T, r apitest.Response) {
 				var got serversRegistered
 				r.JSON(t, &got)
 				if got.ServerID != "s1" || got.RegisteredAt != first.RegisteredAt || got.LastSeen < first.LastSeen {
@@ -91,7 +92,7 @@ func TestServersAPI(t *testing.T) {
 				}
 			}},
 		{name: "list shows the heartbeat's fields", method: "GET", path: "/v1/servers/reg1", status: 200,
-			check: func(t *testing.T, r response) {
+			check: func(t *testing.T, r apitest.Response) {
 				var l serversList
 				r.JSON(t, &l)
 				if len(l.Servers) != 1 {
@@ -106,7 +107,7 @@ func TestServersAPI(t *testing.T) {
 		{name: "register with region and meta", method: "PUT", path: "/v1/servers/reg1/s2",
 			body: `{"address":"10.0.0.2:443","region":"us","meta":{ "a" : 1 }}`, status: 201},
 		{name: "list in server_id order with meta compacted", method: "GET", path: "/v1/servers/reg1", status: 200,
-			check: func(t *testing.T, r response) {
+			check: func(t *testing.T, r apitest.Response) {
 				var l serversList
 				r.JSON(t, &l)
 				if len(l.Servers) != 2 || l.Servers[1].ServerID != "s2" || l.Servers[1].Region != "us" ||
@@ -119,7 +120,7 @@ func TestServersAPI(t *testing.T) {
 		{name: "heartbeat of a member of a full registry", method: "PUT", path: "/v1/servers/reg1/s2",
 			body: `{"address":"10.0.0.2:443"}`, status: 200},
 		{name: "never used registry lists empty", method: "GET", path: "/v1/servers/unused", status: 200,
-			check: func(t *testing.T, r response) {
+			check: func(t *testing.T, r apitest.Response) {
 				if strings.TrimSpace(string(r.Body)) != `{"servers":[]}` {
 					t.Fatalf("list %s", r.Body)
 				}
@@ -152,13 +153,13 @@ func TestServersAPI(t *testing.T) {
 		{name: "delete invalid registry", method: "DELETE", path: "/v1/servers/r.1/s1", header: admin, status: 400, code: "invalid_id"},
 		{name: "deletion frees a slot", method: "PUT", path: "/v1/servers/reg1/s3", body: `{"address":"x"}`, status: 201},
 		{name: "list after delete", method: "GET", path: "/v1/servers/reg1", status: 200,
-			check: func(t *testing.T, r response) {
+			check: func(t *testing.T, r apitest.Response) {
 				if got := serversIDs(t, r); got != "s2,s3" {
 					t.Fatalf("servers %s, want s2,s3", got)
 				}
 			}},
 		{name: "compat register", method: "POST", path: "/servers", body: `{"serverId":"c1","address":"10.1.0.1:80","region":"ap"}`, status: 201,
-			check: func(t *testing.T, r response) {
+			check: func(t *testing.T, r apitest.Response) {
 				var got serversRegistered
 				r.JSON(t, &got)
 				if got.ServerID != "c1" || got.RegisteredAt == 0 || got.LastSeen != got.RegisteredAt {
@@ -167,7 +168,7 @@ func TestServersAPI(t *testing.T) {
 			}},
 		{name: "compat heartbeat", method: "POST", path: "/servers", body: `{"serverId":"c1","address":"10.1.0.1:80","meta":{"x":true}}`, status: 200},
 		{name: "compat list", method: "GET", path: "/servers", status: 200,
-			check: func(t *testing.T, r response) {
+			check: func(t *testing.T, r apitest.Response) {
 				var l serversList
 				r.JSON(t, &l)
 				if len(l.Servers) != 1 || l.Servers[0].ServerID != "c1" || string(l.Servers[0].Meta) != `{"x":true}` {
@@ -175,7 +176,7 @@ func TestServersAPI(t *testing.T) {
 				}
 			}},
 		{name: "compat is registry default", method: "GET", path: "/v1/servers/default", status: 200,
-			check: func(t *testing.T, r response) {
+			check: func(t *testing.T, r apitest.Response) {
 				if got := serversIDs(t, r); got != "c1" {
 					t.Fatalf("servers %s, want c1", got)
 				}
@@ -191,7 +192,7 @@ func TestServersAPI(t *testing.T) {
 			body: `{"serverId":"c2","address":"` + strings.Repeat("x", 65<<10) + `"}`, status: 413, code: "body_too_large"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			r := n.do(t, tc.method, tc.path, tc.body, tc.header...)
+			r := n.Do(t, tc.method, tc.path, tc.body, tc.header...)
 			if r.Status != tc.status || r.ErrorCode() != tc.code {
 				t.Fatalf("%s %s: %d %s, want %d %q", tc.method, tc.path, r.Status, r.Body, tc.status, tc.code)
 			}
@@ -209,12 +210,12 @@ func TestServersAPI(t *testing.T) {
 
 // TestServersAdminDisabled: without an admin token the admin endpoint answers 403.
 func TestServersAdminDisabled(t *testing.T) {
-	n := startNode(t, nil)
-	if r := n.do(t, "PUT", "/v1/servers/reg/s1", `{"address":"x"}`); r.Status != 201 {
+	n := apitest.Start(t, nil)
+	if r := n.Do(t, "PUT", "/v1/servers/reg/s1", `{"address":"x"}`); r.Status != 201 {
 		t.Fatalf("register: %d %s", r.Status, r.Body)
 	}
 	for _, header := range [][]string{nil, {"Authorization", "Bearer x"}} {
-		if r := n.do(t, "DELETE", "/v1/servers/reg/s1", nil, header...); r.Status != 403 || r.ErrorCode() != "admin_disabled" {
+		if r := n.Do(t, "DELETE", "/v1/servers/reg/s1", nil, header...); r.Status != 403 || r.ErrorCode() != "admin_disabled" {
 			t.Fatalf("delete with %v: %d %s", header, r.Status, r.Body)
 		}
 	}
@@ -224,19 +225,19 @@ func TestServersAdminDisabled(t *testing.T) {
 // answers 503 registry_full with Retry-After, and an entry that expired frees its slot while
 // one kept alive by heartbeats does not.
 func TestServersTTL(t *testing.T) {
-	n := startNode(t, func(c *config.Config) {
-		c.ServerTTL = time.Second // long enough for a loaded machine to keep b alive
-		c.MaxServers = 2
+	n := apitest.Start(t, func(c *config.Config) {
+		// A TTL long enough for a loaded machine to keep b alive.
+		servers.Settings.Update(c, func(o *servers.Config) { o.TTL, o.MaxServers = time.Second, 2 })
 	})
 	for _, id := range []string{"a", "b"} {
-		if r := n.do(t, "PUT", "/v1/servers/ttl/"+id, `{"address":"x"}`); r.Status != 201 {
+		if r := n.Do(t, "PUT", "/v1/servers/ttl/"+id, `{"address":"x"}`); r.Status != 201 {
 			t.Fatalf("register %s: %d %s", id, r.Status, r.Body)
 		}
 	}
-	if got := serversIDs(t, n.do(t, "GET", "/v1/servers/ttl", nil)); got != "a,b" {
+	if got := serversIDs(t, n.Do(t, "GET", "/v1/servers/ttl", nil)); got != "a,b" {
 		t.Fatalf("servers %s, want a,b", got)
 	}
-	r := n.do(t, "PUT", "/v1/servers/ttl/c", `{"address":"x"}`)
+	r := n.Do(t, "PUT", "/v1/servers/ttl/c", `{"address":"x"}`)
 	if r.Status != 503 || r.ErrorCode() != "registry_full" || r.Header.Get("Retry-After") != "1" {
 		t.Fatalf("register c into a full registry: %d %s Retry-After %q", r.Status, r.Body, r.Header.Get("Retry-After"))
 	}
@@ -244,10 +245,10 @@ func TestServersTTL(t *testing.T) {
 	// Keep b alive with heartbeats until a has expired from the list.
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		if r := n.do(t, "PUT", "/v1/servers/ttl/b", `{"address":"x"}`); r.Status != 200 {
+		if r := n.Do(t, "PUT", "/v1/servers/ttl/b", `{"address":"x"}`); r.Status != 200 {
 			t.Fatalf("heartbeat b: %d %s", r.Status, r.Body)
 		}
-		got := serversIDs(t, n.do(t, "GET", "/v1/servers/ttl", nil))
+		got := serversIDs(t, n.Do(t, "GET", "/v1/servers/ttl", nil))
 		if got == "b" {
 			break
 		}
@@ -256,17 +257,17 @@ func TestServersTTL(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	if r := n.do(t, "PUT", "/v1/servers/ttl/c", `{"address":"x"}`); r.Status != 201 {
+	if r := n.Do(t, "PUT", "/v1/servers/ttl/c", `{"address":"x"}`); r.Status != 201 {
 		t.Fatalf("register c after a expired: %d %s", r.Status, r.Body)
 	}
-	if r := n.do(t, "PUT", "/v1/servers/ttl/d", `{"address":"x"}`); r.Status != 503 || r.ErrorCode() != "registry_full" {
+	if r := n.Do(t, "PUT", "/v1/servers/ttl/d", `{"address":"x"}`); r.Status != 503 || r.ErrorCode() != "registry_full" {
 		t.Fatalf("register d into a registry of live b and c: %d %s", r.Status, r.Body)
 	}
 	// An expired server coming back is registered anew.
-	serversEventually(t, 10*time.Second, "every entry to expire", func() bool {
-		return serversIDs(t, n.do(t, "GET", "/v1/servers/ttl", nil)) == ""
+	await.True(t, 10*time.Second, "every entry to expire", func() bool {
+		return serversIDs(t, n.Do(t, "GET", "/v1/servers/ttl", nil)) == ""
 	})
-	r = n.do(t, "PUT", "/v1/servers/ttl/a", `{"address":"x"}`)
+	r = n.Do(t, "PUT", "/v1/servers/ttl/a", `{"address":"x"}`)
 	if r.Status != 201 {
 		t.Fatalf("re-register a: %d %s", r.Status, r.Body)
 	}
@@ -276,19 +277,7 @@ func TestServersTTL(t *testing.T) {
 	}
 }
 
-// serversEventually polls cond until it holds or the timeout passes.
-func serversEventually(t testing.TB, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", timeout, what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
-// TestServersBoundedStorage is the issue's acceptance test: 10,000 servers' worth of
+// TestServersBoundedStorage is the acceptance test of bounded storage: 10,000 servers' worth of
 // heartbeats from rotating ids, sent by concurrent clients with a 1 s TTL, leave nothing
 // behind: once the TTL has passed (and no request arrives), the gc alarm brings the
 // registry's partition back to the key count of an empty registry.
@@ -300,11 +289,10 @@ func TestServersBoundedStorage(t *testing.T) {
 		ttl        = time.Second
 		registry   = "fleet"
 	)
-	n := startNode(t, func(c *config.Config) {
-		c.ServerTTL = ttl
-		c.MaxServers = ids
+	n := apitest.Start(t, func(c *config.Config) {
+		servers.Settings.Update(c, func(o *servers.Config) { o.TTL, o.MaxServers = ttl, ids })
 	})
-	part := actors.PartitionOf(servers.KindName, registry, n.Cfg.Partitions)
+	part := actors.PartitionOf(servers.KindName, registry, n.Config.Partitions)
 	keys := func() int {
 		c, err := n.Store().KeyCount(part, []byte{})
 		if err != nil {
@@ -379,13 +367,13 @@ func TestServersBoundedStorage(t *testing.T) {
 
 	// No requests from here on: only alarms may bring the count back.
 	stop := time.Now()
-	serversEventually(t, 30*time.Second, fmt.Sprintf("the registry's keys to return to the baseline %d", baseline),
+	await.True(t, 30*time.Second, fmt.Sprintf("the registry's keys to return to the baseline %d", baseline),
 		func() bool { return keys() == baseline })
 	t.Logf("%d heartbeats (%d new, %d renewals) from %d clients in %v (%.0f/s); peak %d keys sampled; "+
 		"back to the baseline of %d keys %v after the last heartbeat (TTL %v)",
 		ids*heartbeats, created.Load(), renewed.Load(), clients, sent.Round(time.Millisecond),
 		float64(ids*heartbeats)/sent.Seconds(), peak.Load(), baseline, time.Since(stop).Round(time.Millisecond), ttl)
-	if got := serversIDs(t, n.do(t, "GET", "/v1/servers/"+registry, nil)); got != "" {
+	if got := serversIDs(t, n.Do(t, "GET", "/v1/servers/"+registry, nil)); got != "" {
 		t.Fatalf("servers listed after every entry expired: %s", got)
 	}
 }

@@ -1,4 +1,4 @@
-package api_test
+package device_test
 
 import (
 	"crypto/ed25519"
@@ -6,15 +6,17 @@ import (
 	"encoding/base64"
 	"net/http"
 	"testing"
+
+	"github.com/shardkeeper/shardkeeper/api/apitest"
 )
 
 // A verify repeated with the request_id that consumed the nonce gets the first answer again
 // (so a client may retry a verify whose outcome it did not learn); any other repeat is 409.
 func TestDeviceVerifyRequestIDReplay(t *testing.T) {
-	n := startNode(t, nil)
+	n := apitest.Start(t, nil)
 	pub, priv, _ := ed25519.GenerateKey(rand.Reader)
 	b64 := base64.StdEncoding.EncodeToString
-	if r := n.do(t, "POST", "/v1/attest/rr/register", map[string]string{"device_id": "d1", "version": "1",
+	if r := n.Do(t, "POST", "/v1/attest/rr/register", map[string]string{"device_id": "d1", "version": "1",
 		"platform": "p", "build_hash": "h", "public_key": b64(pub)}); r.Status != http.StatusCreated {
 		t.Fatalf("register: %d %s", r.Status, r.Body)
 	}
@@ -22,16 +24,16 @@ func TestDeviceVerifyRequestIDReplay(t *testing.T) {
 		var c struct {
 			Nonce string `json:"nonce"`
 		}
-		r := n.do(t, "POST", "/v1/attest/rr/challenge", map[string]string{"device_id": "d1"})
+		r := n.Do(t, "POST", "/v1/attest/rr/challenge", map[string]string{"device_id": "d1"})
 		r.JSON(t, &c)
 		return c.Nonce
 	}
-	verify := func(nonce, sig, reqID string) response {
+	verify := func(nonce, sig, reqID string) apitest.Response {
 		body := map[string]string{"device_id": "d1", "nonce": nonce, "signature": sig}
 		if reqID != "" {
 			body["request_id"] = reqID
 		}
-		return n.do(t, "POST", "/v1/attest/rr/verify", body)
+		return n.Do(t, "POST", "/v1/attest/rr/verify", body)
 	}
 	type verified struct {
 		Verified   bool  `json:"verified"`

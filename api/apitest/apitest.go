@@ -1,4 +1,6 @@
-package api_test
+// Package apitest runs an in-process node (node/nodetest: every domain of the binary, real
+// Raft and Pebble) for tests of the HTTP API, and sends it requests.
+package apitest
 
 import (
 	"bytes"
@@ -12,15 +14,16 @@ import (
 	"github.com/shardkeeper/shardkeeper/node/nodetest"
 )
 
-// testNode is an in-process one-node server on loopback with a fresh data directory.
-type testNode struct {
+// Node is a one-node server on loopback with a fresh data directory.
+type Node struct {
 	*node.Node
-	URL string
-	Cfg config.Config
+	URL    string
+	Config config.Config
 }
 
-// startNode starts a node; mutate adjusts the configuration (short TTLs, admin token...).
-func startNode(t testing.TB, mutate func(*config.Config)) *testNode {
+// Start starts a node; mutate adjusts the configuration (short TTLs, an admin token, a
+// domain's settings through its Section).
+func Start(t testing.TB, mutate func(*config.Config)) *Node {
 	t.Helper()
 	var cfg config.Config
 	n := nodetest.Start(t, func(c *config.Config) {
@@ -29,18 +32,18 @@ func startNode(t testing.TB, mutate func(*config.Config)) *testNode {
 		}
 		cfg = *c
 	})
-	return &testNode{Node: n, URL: "http://" + n.HTTPAddr(), Cfg: cfg}
+	return &Node{Node: n, URL: "http://" + n.HTTPAddr(), Config: cfg}
 }
 
-// response is a decoded HTTP response.
-type response struct {
+// Response is a read HTTP response.
+type Response struct {
 	Status int
 	Header http.Header
 	Body   []byte
 }
 
 // JSON decodes the body into v.
-func (r response) JSON(t testing.TB, v any) {
+func (r Response) JSON(t testing.TB, v any) {
 	t.Helper()
 	if err := json.Unmarshal(r.Body, v); err != nil {
 		t.Fatalf("decode %s: %v", r.Body, err)
@@ -48,7 +51,7 @@ func (r response) JSON(t testing.TB, v any) {
 }
 
 // ErrorCode is the "error" field of an error body ("" if none).
-func (r response) ErrorCode() string {
+func (r Response) ErrorCode() string {
 	var e struct {
 		Error string `json:"error"`
 	}
@@ -56,8 +59,9 @@ func (r response) ErrorCode() string {
 	return e.Error
 }
 
-// do sends a request; body may be nil, a string/[]byte (sent raw) or any value (sent as JSON).
-func (n *testNode) do(t testing.TB, method, path string, body any, header ...string) response {
+// Do sends a request; body may be nil, a string or []byte (sent as is) or any value (sent as
+// JSON); header holds name, value pairs.
+func (n *Node) Do(t testing.TB, method, path string, body any, header ...string) Response {
 	t.Helper()
 	var rd io.Reader
 	switch b := body.(type) {
@@ -90,5 +94,5 @@ func (n *testNode) do(t testing.TB, method, path string, body any, header ...str
 	if err != nil {
 		t.Fatal(err)
 	}
-	return response{Status: resp.StatusCode, Header: resp.Header, Body: b}
+	return Response{Status: resp.StatusCode, Header: resp.Header, Body: b}
 }

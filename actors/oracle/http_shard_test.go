@@ -1,4 +1,4 @@
-package api
+package oracle
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/shardkeeper/shardkeeper/actors"
+	"github.com/shardkeeper/shardkeeper/api"
 	"github.com/shardkeeper/shardkeeper/config"
 )
 
@@ -27,12 +28,12 @@ type localRecorder struct{ *shardRecorder }
 
 func (c localRecorder) Local(kind, id string) bool { return c.local(id) }
 
-func issueMany(t *testing.T, c Caller, n int) {
+func issueMany(t *testing.T, c api.Caller, n int) {
 	t.Helper()
-	s := &Server{Caller: c, Config: config.Default()}
+	s := &server{caller: c, cfg: config.Default()}
 	for range n {
 		w := httptest.NewRecorder()
-		s.issueNonce(w, httptest.NewRequest(http.MethodPost, "/v1/nonces", strings.NewReader(`{"org_id":"o"}`)))
+		s.issue(w, httptest.NewRequest(http.MethodPost, "/v1/nonces", strings.NewReader(`{"org_id":"o"}`)))
 		if w.Code != http.StatusCreated {
 			t.Fatalf("issue: %d %s", w.Code, w.Body)
 		}

@@ -1,4 +1,4 @@
-package api_test
+package oracle_test
 
 import (
 	"bytes"
@@ -17,7 +17,9 @@ import (
 	"github.com/shardkeeper/shardkeeper/actors"
 	"github.com/shardkeeper/shardkeeper/actors/oracle"
 	"github.com/shardkeeper/shardkeeper/api"
+	"github.com/shardkeeper/shardkeeper/api/apitest"
 	"github.com/shardkeeper/shardkeeper/config"
+	"github.com/shardkeeper/shardkeeper/ident"
 )
 
 // oracleNonce is the body of a 201 from POST /v1/nonces.
@@ -46,9 +48,9 @@ type oracleConsumed struct {
 func oracleConsumePath(nonce string) string { return "/v1/nonces/" + nonce + "/consume" }
 
 // oracleIssue issues a nonce to org and records its shard in shards (when non-nil).
-func oracleIssue(t testing.TB, n *testNode, org string, shards map[string]bool) oracleNonce {
+func oracleIssue(t testing.TB, n *apitest.Node, org string, shards map[string]bool) oracleNonce {
 	t.Helper()
-	r := n.do(t, "POST", "/v1/nonces", map[string]string{"org_id": org})
+	r := n.Do(t, "POST", "/v1/nonces", map[string]string{"org_id": org})
 	if r.Status != http.StatusCreated {
 		t.Fatalf("issue for %s: %d %s", org, r.Status, r.Body)
 	}
@@ -62,13 +64,13 @@ func oracleIssue(t testing.TB, n *testNode, org string, shards map[string]bool) 
 
 // oracleConsume consumes nonce for org with request id rid (omitted when empty); it must
 // answer 200.
-func oracleConsume(t testing.TB, n *testNode, nonce, org, rid string) oracleConsumed {
+func oracleConsume(t testing.TB, n *apitest.Node, nonce, org, rid string) oracleConsumed {
 	t.Helper()
 	body := map[string]string{"org_id": org}
 	if rid != "" {
 		body["request_id"] = rid
 	}
-	r := n.do(t, "POST", oracleConsumePath(nonce), body)
+	r := n.Do(t, "POST", oracleConsumePath(nonce), body)
 	if r.Status != http.StatusOK {
 		t.Fatalf("consume %s: %d %s", nonce, r.Status, r.Body)
 	}
@@ -101,15 +103,15 @@ type oracleRow struct {
 	path   string
 	body   any
 	status int
-	code   string                     // error code, "" on success
-	check  func(*testing.T, response) // further checks of a success
+	code   string                             // error code, "" on success
+	check  func(*testing.T, apitest.Response) // further checks of a success
 }
 
 // oracleRun sends the rows to n in order.
-func oracleRun(t *testing.T, n *testNode, rows []oracleRow) {
+func oracleRun(t *testing.T, n *apitest.Node, rows []oracleRow) {
 	t.Helper()
 	for _, tc := range rows {
-		r := n.do(t, tc.method, tc.path, tc.body)
+		r := n.Do(t, tc.method, tc.path, tc.body)
 		if r.Status != tc.status || r.ErrorCode() != tc.code {
 			t.Fatalf("%s: %s %s → %d %s, want %d %q", tc.name, tc.method, tc.path, r.Status, r.Body, tc.status, tc.code)
 		}
@@ -123,8 +125,8 @@ func oracleRun(t *testing.T, n *testNode, rows []oracleRow) {
 }
 
 // oracleUsedAtIs checks that a consume answered 200 with used_at *want.
-func oracleUsedAtIs(want *int64) func(*testing.T, response) {
-	return func(t *testing.T, r response) {
+func oracleUsedAtIs(want *int64) func(*testing.T, apitest.Response) {
+	return func(t *testing.T, r apitest.Response) {
 		var got oracleConsumed
 		r.JSON(t, &got)
 		if got.UsedAt != *want || got.Nonce == "" {
@@ -136,7 +138,7 @@ func oracleUsedAtIs(want *int64) func(*testing.T, response) {
 // TestOracleAPI walks every row and error code of the nonce oracle contract but expiry, in
 // order, on one node with the default TTL (1 h). TestOracleExpiryAPI has the expiry rows.
 func TestOracleAPI(t *testing.T) {
-	n := startNode(t, nil)
+	n := apitest.Start(t, nil)
 
 	// Fixtures.
 	shards := map[string]bool{} // shards that issued
@@ -185,7 +187,7 @@ func TestOracleAPI(t *testing.T) {
 		{name: "consume with a body over 64 KiB", method: "POST", path: oracleConsumePath(fresh.Nonce), body: big, status: 413, code: "body_too_large"},
 		{name: "consume by another org", method: "POST", path: oracleConsumePath(otherOrg.Nonce), body: `{"org_id":"org-1"}`, status: 403, code: "org_mismatch"},
 		{name: "consume", method: "POST", path: oracleConsumePath(fresh.Nonce), body: `{"org_id":"org-1"}`, status: 200,
-			check: func(t *testing.T, r response) {
+			check: func(t *testing.T, r apitest.Response) {
 				var got oracleConsumed
 				r.JSON(t, &got)
 				if got.Nonce != fresh.Nonce || got.UsedAt < fresh.IssuedAt || got.UsedAt >= fresh.ExpiresAt {
@@ -210,7 +212,7 @@ func TestOracleAPI(t *testing.T) {
 
 		// GET /v1/nonces/{nonce}
 		{name: "get unused", method: "GET", path: "/v1/nonces/" + forGet.Nonce, status: 200,
-			check: func(t *testing.T, r response) {
+			check: func(t *testing.T, r apitest.Response) {
 				var got oracleInfo
 				r.JSON(t, &got)
 				if got.Nonce != forGet.Nonce || got.OrgID != "org-1" || got.IssuedAt != forGet.IssuedAt ||
@@ -219,9 +221,9 @@ func TestOracleAPI(t *testing.T) {
 				}
 			}},
 		{name: "consume the read nonce", method: "POST", path: oracleConsumePath(forGet.Nonce),
-			body: `{"org_id":"org-1"}`, status: 200, check: func(t *testing.T, r response) { r.JSON(t, &forGetUse) }},
+			body: `{"org_id":"org-1"}`, status: 200, check: func(t *testing.T, r apitest.Response) { r.JSON(t, &forGetUse) }},
 		{name: "get used", method: "GET", path: "/v1/nonces/" + forGet.Nonce, status: 200,
-			check: func(t *testing.T, r response) {
+			check: func(t *testing.T, r apitest.Response) {
 				var got oracleInfo
 				r.JSON(t, &got)
 				if got.UsedAt == nil || *got.UsedAt != forGetUse.UsedAt || got.ExpiresAt != forGet.ExpiresAt {
@@ -237,12 +239,12 @@ func TestOracleAPI(t *testing.T) {
 
 		// POST /v1/nonces
 		{name: "issue", method: "POST", path: "/v1/nonces", body: `{"org_id":"org-1"}`, status: 201,
-			check: func(t *testing.T, r response) {
+			check: func(t *testing.T, r apitest.Response) {
 				var got oracleNonce
 				r.JSON(t, &got)
 				var fields map[string]any
 				r.JSON(t, &fields)
-				if !api.ValidNonce(got.Nonce) || got.OrgID != "org-1" || got.IssuedAt == 0 ||
+				if !ident.Long(got.Nonce) || got.OrgID != "org-1" || got.IssuedAt == 0 ||
 					got.ExpiresAt-got.IssuedAt != time.Hour.Milliseconds() || len(fields) != 4 {
 					t.Fatalf("issued %s, want {nonce, org_id, issued_at, expires_at = issued_at + 1h}", r.Body)
 				}
@@ -261,7 +263,9 @@ func TestOracleAPI(t *testing.T) {
 // TestOracleExpiryAPI has the rows of expired nonces, on a node whose nonces live 1 s: an
 // expired nonce is refused (410) but kept, and a used one stays used (409 wins).
 func TestOracleExpiryAPI(t *testing.T) {
-	n := startNode(t, func(c *config.Config) { c.OracleNonceTTL = time.Second })
+	n := apitest.Start(t, func(c *config.Config) {
+		oracle.Settings.Update(c, func(o *oracle.Config) { o.TTL = time.Second })
+	})
 	unused := oracleIssue(t, n, "org-1", nil)
 	used := oracleIssue(t, n, "org-1", nil)
 	use := oracleConsume(t, n, used.Nonce, "org-1", "rid-e")
@@ -281,7 +285,7 @@ func TestOracleExpiryAPI(t *testing.T) {
 		{name: "consume used and expired with the same request_id", method: "POST", path: oracleConsumePath(used.Nonce),
 			body: `{"org_id":"org-1","request_id":"rid-e"}`, status: 200, check: oracleUsedAtIs(&use.UsedAt)},
 		{name: "get expired, still kept", method: "GET", path: "/v1/nonces/" + unused.Nonce, status: 200,
-			check: func(t *testing.T, r response) {
+			check: func(t *testing.T, r apitest.Response) {
 				var got oracleInfo
 				r.JSON(t, &got)
 				if got.UsedAt != nil || got.ExpiresAt != unused.ExpiresAt || got.ExpiresAt-got.IssuedAt != time.Second.Milliseconds() {
@@ -289,7 +293,7 @@ func TestOracleExpiryAPI(t *testing.T) {
 				}
 			}},
 		{name: "get used and expired, still kept", method: "GET", path: "/v1/nonces/" + used.Nonce, status: 200,
-			check: func(t *testing.T, r response) {
+			check: func(t *testing.T, r apitest.Response) {
 				var got oracleInfo
 				r.JSON(t, &got)
 				if got.UsedAt == nil || *got.UsedAt != use.UsedAt {
@@ -300,7 +304,7 @@ func TestOracleExpiryAPI(t *testing.T) {
 }
 
 // oracleRequest sends one request from any goroutine; it returns the status and body.
-func oracleRequest(hc *http.Client, n *testNode, method, path string, body any) (int, []byte, error) {
+func oracleRequest(hc *http.Client, n *apitest.Node, method, path string, body any) (int, []byte, error) {
 	b, err := json.Marshal(body)
 	if err != nil {
 		return 0, nil, err
@@ -322,7 +326,7 @@ func oracleRequest(hc *http.Client, n *testNode, method, path string, body any) 
 // 32 clients racing to consume one nonce: exactly one is accepted, every other is told
 // nonce_used; repeated over several nonces.
 func TestOracleConcurrentConsumeAcceptsOnce(t *testing.T) {
-	n := startNode(t, nil)
+	n := apitest.Start(t, nil)
 	const clients = 32
 	hc := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: clients}}
 	for round := range 5 {
@@ -359,7 +363,7 @@ func TestOracleConcurrentConsumeAcceptsOnce(t *testing.T) {
 
 // One organisation issuing fast is spread over the shards (and so over every partition).
 func TestOracleIssueSpreadsOverShards(t *testing.T) {
-	n := startNode(t, nil)
+	n := apitest.Start(t, nil)
 	const total, clients = 2000, 16
 	hc := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: clients}}
 	var mu sync.Mutex
@@ -392,11 +396,11 @@ func TestOracleIssueSpreadsOverShards(t *testing.T) {
 	shards, partitions := map[string]bool{}, map[uint32]bool{}
 	for nonce := range nonces {
 		shards[nonce[:2]] = true
-		partitions[actors.PartitionOf(oracle.KindName, nonce[:2], n.Cfg.Partitions)] = true
+		partitions[actors.PartitionOf(oracle.KindName, nonce[:2], n.Config.Partitions)] = true
 	}
-	if len(shards) <= 100 || len(partitions) != n.Cfg.Partitions {
+	if len(shards) <= 100 || len(partitions) != n.Config.Partitions {
 		t.Fatalf("%d issues for one org touched %d shards in %d of %d partitions, want > 100 shards in all",
-			total, len(shards), len(partitions), n.Cfg.Partitions)
+			total, len(shards), len(partitions), n.Config.Partitions)
 	}
 	t.Logf("%d issues for one org touched %d shards", total, len(shards))
 }

@@ -1,0 +1,46 @@
+package device
+
+import (
+	"net/http"
+
+	"github.com/shardkeeper/shardkeeper/actors"
+	"github.com/shardkeeper/shardkeeper/config"
+	"github.com/shardkeeper/shardkeeper/domain"
+)
+
+// Settings are the domain's options: flags, SHARDKEEPER_* variables and YAML keys of the same
+// names as every other setting.
+var Settings = config.NewSection("device attestation registry", func(c *Config) []config.Option {
+	return []config.Option{
+		config.Duration(&c.NonceTTL, "attest-nonce-ttl", "5m", "lifetime of a device challenge nonce").
+			Checked(config.Positive(&c.NonceTTL)),
+		config.Int(&c.MaxPending, "max-pending-per-device", "5", "unexpired challenges one device may hold (>= 1)").
+			Checked(config.AtLeast(&c.MaxPending, 1)),
+		config.Int(&c.MaxDevices, "max-devices", "100000", "devices per attestation registry (>= 1)").
+			Checked(config.AtLeast(&c.MaxDevices, 1)),
+		config.Duration(&c.DeviceTTL, "device-ttl", "2160h", "devices not seen for this long are removed").
+			Checked(config.Positive(&c.DeviceTTL)),
+	}
+})
+
+// codes are the error codes of the registry's actors and routes, with their HTTP statuses.
+var codes = map[string]int{
+	"invalid_signature": http.StatusUnauthorized,
+	"unknown_device":    http.StatusNotFound,
+	"unknown_nonce":     http.StatusNotFound,
+	"nonce_used":        http.StatusConflict,
+	"nonce_expired":     http.StatusGone,
+	"too_many_pending":  http.StatusTooManyRequests,
+	"registry_full":     http.StatusServiceUnavailable,
+}
+
+// Domain is the device attestation registry (the contract's "Device attestation registry").
+func Domain() domain.Domain {
+	return domain.Domain{
+		Name:     "device",
+		Settings: Settings,
+		Kinds:    func(cfg config.Config) []actors.Kind { return []actors.Kind{Kind(Settings.Get(cfg))} },
+		Routes:   routes,
+		Codes:    codes,
+	}
+}

@@ -1,0 +1,62 @@
+package api_test
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/shardkeeper/shardkeeper/actors"
+	"github.com/shardkeeper/shardkeeper/api"
+)
+
+// A domain's codes map its outcomes to their statuses; a code claimed with another status is
+// refused and changes nothing.
+func TestRegisterCodes(t *testing.T) {
+	write := func(code string) *httptest.ResponseRecorder {
+		rec := httptest.NewRecorder()
+		api.WriteError(rec, actors.Errorf(code, "test"))
+		return rec
+	}
+	if rec := write("test_teapot"); rec.Code != http.StatusInternalServerError {
+		t.Fatalf("an unregistered code answered %d, want 500", rec.Code)
+	}
+	if err := api.RegisterCodes(map[string]int{"test_teapot": http.StatusTeapot, "test_gone": http.StatusGone}); err != nil {
+		t.Fatal(err)
+	}
+	if rec := write("test_teapot"); rec.Code != http.StatusTeapot || !strings.Contains(rec.Body.String(), `"error":"test_teapot"`) {
+		t.Fatalf("registered code: %d %s", rec.Code, rec.Body)
+	}
+	if err := api.RegisterCodes(map[string]int{"test_teapot": http.StatusTeapot}); err != nil {
+		t.Fatalf("the same code and status again: %v", err)
+	}
+	err := api.RegisterCodes(map[string]int{"test_other": http.StatusAccepted, "test_gone": http.StatusNotFound})
+	if err == nil || !strings.Contains(err.Error(), "test_gone") {
+		t.Fatalf("a code with another status: %v", err)
+	}
+	if _, ok := api.Codes()["test_other"]; ok {
+		t.Fatal("a refused registration added codes")
+	}
+	if rec := write("test_gone"); rec.Code != http.StatusGone {
+		t.Fatalf("test_gone answered %d after the refused registration", rec.Code)
+	}
+}
+
+// An identifier of any length is named in the error by its start only.
+func TestInvalidIDClipsTheValue(t *testing.T) {
+	e := api.InvalidID("registry", strings.Repeat("r", 100000))
+	if e.Code != "invalid_id" || e.Status != http.StatusBadRequest || len(e.Message) > 200 {
+		t.Fatalf("InvalidID: %d %s, message of %d bytes", e.Status, e.Code, len(e.Message))
+	}
+}
+
+// A body with a huge unknown field name is refused without repeating it.
+func TestDecodeErrorsAreClipped(t *testing.T) {
+	var dst struct {
+		A int `json:"a"`
+	}
+	e := api.DecodeBytes([]byte(`{"`+strings.Repeat("f", 60000)+`":1}`), &dst)
+	if e == nil || e.Code != "invalid_request" || len(e.Message) > 300 {
+		t.Fatalf("DecodeBytes: %v", e != nil)
+	}
+}

@@ -1,0 +1,101 @@
+// Package domain describes a domain of the API — a registry, the nonce oracle, a relayer — as
+// one value: its settings, its actor kinds, its HTTP routes and its error codes. A binary serves
+// the domains it lists (see package domains); docs/domains.md says how one is laid out.
+package domain
+
+import (
+	"fmt"
+	"net/http"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/shardkeeper/shardkeeper/actors"
+	"github.com/shardkeeper/shardkeeper/api"
+	"github.com/shardkeeper/shardkeeper/config"
+)
+
+// Domain is one domain of the API.
+type Domain struct {
+	// Name names the domain in errors, e.g. "device".
+	Name string
+	// Settings are the domain's options (nil: none): a *config.Section of the domain's own typed
+	// struct, which config.Load parses like the core options.
+	Settings config.Group
+	// Kinds builds the domain's actor kinds from the configuration (its section included).
+	Kinds func(cfg config.Config) []actors.Kind
+	// Routes builds the domain's HTTP routes: caller reaches any actor of the cluster, cfg holds
+	// the core settings (request timeout, admin token) and the domain's.
+	Routes func(caller api.Caller, cfg config.Config) []api.Route
+	// Codes maps the error codes the domain's actors and routes answer to HTTP statuses.
+	Codes map[string]int
+}
+
+// Settings lists the settings of ds, for config.Load.
+func Settings(ds []Domain) []config.Group {
+	var out []config.Group
+	for _, d := range ds {
+		if d.Settings != nil {
+			out = append(out, d.Settings)
+		}
+	}
+	return out
+}
+
+// Kinds lists the actor kinds of ds, configured from cfg.
+func Kinds(ds []Domain, cfg config.Config) []actors.Kind {
+	var out []actors.Kind
+	for _, d := range ds {
+		if d.Kinds != nil {
+			out = append(out, d.Kinds(cfg)...)
+		}
+	}
+	return out
+}
+
+// Routes lists the HTTP routes of ds.
+func Routes(ds []Domain, caller api.Caller, cfg config.Config) []api.Route {
+	var out []api.Route
+	for _, d := range ds {
+		if d.Routes != nil {
+			out = append(out, d.Routes(caller, cfg)...)
+		}
+	}
+	return out
+}
+
+// NewMux builds the HTTP mux of a node serving ds: the operational routes (api.RegisterOps and
+// GET /openapi.yaml) and every domain's routes, with every domain's error codes known to
+// api.WriteError. Two domains answering one code with different statuses, or registering
+// conflicting routes, are errors naming the domain.
+func NewMux(view api.ClusterView, gatherer prometheus.Gatherer, ds []Domain, caller api.Caller, cfg config.Config) (*http.ServeMux, error) {
+	mux := http.NewServeMux()
+	api.RegisterOps(mux, view, gatherer)
+	if err := handle(mux, api.OpenAPIRoute()); err != nil {
+		return nil, err
+	}
+	for _, d := range ds {
+		if err := api.RegisterCodes(d.Codes); err != nil {
+			return nil, fmt.Errorf("domain %s: %w", d.Name, err)
+		}
+		if d.Routes == nil {
+			continue
+		}
+		for _, r := range d.Routes(caller, cfg) {
+			if err := handle(mux, r); err != nil {
+				return nil, fmt.Errorf("domain %s: %w", d.Name, err)
+			}
+		}
+	}
+	return mux, nil
+}
+
+// handle registers r on mux; the mux panics on a malformed or conflicting pattern, which is
+// returned as an error.
+func handle(mux *http.ServeMux, r api.Route) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("route %q: %v", r.Pattern, p)
+		}
+	}()
+	mux.Handle(r.Pattern, r.Handler)
+	return nil
+}

@@ -1,0 +1,94 @@
+package domain_test
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/shardkeeper/shardkeeper/actors"
+	"github.com/shardkeeper/shardkeeper/api"
+	"github.com/shardkeeper/shardkeeper/config"
+	"github.com/shardkeeper/shardkeeper/domain"
+)
+
+// outcome is a Caller answering every call with the domain outcome of its code.
+type outcome string
+
+func (o outcome) Call(context.Context, string, string, actors.Request) ([]byte, error) {
+	return nil, actors.Errorf(string(o), "refused")
+}
+
+// teapot is a domain with one route, which answers whatever its caller says.
+func teapot(name, pattern string, codes map[string]int) domain.Domain {
+	return domain.Domain{
+		Name: name,
+		Routes: func(caller api.Caller, _ config.Config) []api.Route {
+			return []api.Route{{Pattern: pattern, Handler: func(w http.ResponseWriter, r *http.Request) {
+				_, err := caller.Call(r.Context(), "k", "id", actors.Request{})
+				api.WriteError(w, err)
+			}}}
+		},
+		Codes: codes,
+	}
+}
+
+// NewMux serves every domain's routes with its codes known, besides the operational routes.
+func TestNewMux(t *testing.T) {
+	ds := []domain.Domain{teapot("pot", "GET /pot", map[string]int{"dt_brewing": http.StatusTeapot}), {Name: "empty"}}
+	mux, err := domain.NewMux(nil, prometheus.NewRegistry(), ds, outcome("dt_brewing"), config.Default())
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := httptest.NewRecorder()
+	mux.ServeHTTP(rec, httptest.NewRequest("GET", "/pot", nil))
+	if rec.Code != http.StatusTeapot || !strings.Contains(rec.Body.String(), "dt_brewing") {
+		t.Fatalf("GET /pot: %d %s", rec.Code, rec.Body)
+	}
+	for _, p := range []string{"/healthz", "/openapi.yaml"} {
+		if _, pattern := mux.Handler(httptest.NewRequest("GET", p, nil)); pattern != "GET "+p {
+			t.Errorf("GET %s is served by %q", p, pattern)
+		}
+	}
+}
+
+// Two domains claiming one code with different statuses, or one route, are errors naming the
+// domain, not panics.
+func TestNewMuxConflicts(t *testing.T) {
+	a := teapot("a", "GET /a", map[string]int{"dt_clash": http.StatusTeapot})
+	b := teapot("b", "GET /b", map[string]int{"dt_clash": http.StatusConflict})
+	if _, err := domain.NewMux(nil, prometheus.NewRegistry(), []domain.Domain{a, b}, nil, config.Default()); err == nil ||
+		!strings.Contains(err.Error(), "domain b") || !strings.Contains(err.Error(), "dt_clash") {
+		t.Fatalf("conflicting codes: %v", err)
+	}
+	c := teapot("c", "GET /a", nil)
+	if _, err := domain.NewMux(nil, prometheus.NewRegistry(), []domain.Domain{a, c}, nil, config.Default()); err == nil ||
+		!strings.Contains(err.Error(), "domain c") || !strings.Contains(err.Error(), "GET /a") {
+		t.Fatalf("conflicting routes: %v", err)
+	}
+	ops := teapot("ops", "GET /healthz", nil)
+	if _, err := domain.NewMux(nil, prometheus.NewRegistry(), []domain.Domain{ops}, nil, config.Default()); err == nil {
+		t.Fatal("a domain route over an operational one was accepted")
+	}
+}
+
+func TestLists(t *testing.T) {
+	sec := config.NewSection("s", func(p *int) []config.Option { return []config.Option{config.Int(p, "dt-n", "4", "")} })
+	ds := []domain.Domain{
+		{Name: "a", Settings: sec, Kinds: func(c config.Config) []actors.Kind {
+			return []actors.Kind{{Name: "k" + strings.Repeat("x", sec.Get(c))}}
+		}},
+		teapot("b", "GET /b", nil),
+	}
+	if g := domain.Settings(ds); len(g) != 1 || g[0] != config.Group(sec) {
+		t.Fatalf("Settings = %v", g)
+	}
+	if k := domain.Kinds(ds, config.Default()); len(k) != 1 || k[0].Name != "kxxxx" {
+		t.Fatalf("Kinds = %v", k)
+	}
+	if r := domain.Routes(ds, nil, config.Default()); len(r) != 1 || r[0].Pattern != "GET /b" {
+		t.Fatalf("Routes = %v", r)
+	}
+}

@@ -1,0 +1,49 @@
+package testkinds
+
+import (
+	"context"
+	"io"
+	"net/http"
+
+	"github.com/shardkeeper/shardkeeper/actors"
+	"github.com/shardkeeper/shardkeeper/api"
+	"github.com/shardkeeper/shardkeeper/config"
+	"github.com/shardkeeper/shardkeeper/domain"
+)
+
+// maxBody is the largest request body the test route accepts.
+const maxBody = 64 << 10
+
+// Domain serves the test kinds (the counter) to multi-process tests, through one generic route,
+//
+//	POST /test/{kind}/{id}/{method}
+//
+// whose body (at most 64 KiB) is the Request.Body of a runtime call. It answers 200 with the
+// reply bytes, or the error body of api.WriteError (503 with Retry-After when unavailable).
+func Domain() domain.Domain {
+	return domain.Domain{
+		Name:   "test",
+		Kinds:  func(config.Config) []actors.Kind { return []actors.Kind{Counter()} },
+		Routes: routes,
+	}
+}
+
+func routes(caller api.Caller, cfg config.Config) []api.Route {
+	return []api.Route{{Pattern: "POST /test/{kind}/{id}/{method}", Handler: func(w http.ResponseWriter, r *http.Request) {
+		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
+		if err != nil {
+			api.WriteError(w, &api.Error{Status: http.StatusRequestEntityTooLarge, Code: "body_too_large", Message: err.Error()})
+			return
+		}
+		ctx, cancel := context.WithTimeout(r.Context(), cfg.RequestTimeout)
+		defer cancel()
+		reply, err := caller.Call(ctx, r.PathValue("kind"), r.PathValue("id"),
+			actors.Request{Method: r.PathValue("method"), Body: body})
+		if err != nil {
+			api.WriteError(w, err)
+			return
+		}
+		w.Header().Set("Content-Type", "application/octet-stream")
+		_, _ = w.Write(reply)
+	}}}
+}
