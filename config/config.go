@@ -51,6 +51,7 @@ type Config struct {
 	RequestTimeout       time.Duration // --request-timeout 5s: deadline of one request incl. commit
 	ActorIdleTimeout     time.Duration // --actor-idle-timeout 2m: idle activations passivate after this
 	ShutdownDrain        time.Duration // --shutdown-drain 2s: on SIGTERM, serve with Connection: close and fail /readyz this long first
+	DeadMemberGrace      time.Duration // --dead-member-grace 30s: how long a failed or departed member keeps its replicas, > 0
 	RaftHeartbeatTimeout time.Duration // --raft-heartbeat-timeout 500ms, >= 50ms
 	RaftElectionTimeout  time.Duration // --raft-election-timeout 500ms, >= 50ms and >= the heartbeat timeout
 	RaftCommitTimeout    time.Duration // --raft-commit-timeout 500ms, >= 1ms: idle time before a leader tells followers its commit index
@@ -87,6 +88,7 @@ func coreOptions(c *Config) []Option {
 		Duration(&c.RequestTimeout, "request-timeout", "5s", "deadline of one request, commit included"),
 		Duration(&c.ActorIdleTimeout, "actor-idle-timeout", "2m", "idle actor activations are passivated after this"),
 		Duration(&c.ShutdownDrain, "shutdown-drain", "2s", "on SIGTERM, keep serving this long with /readyz failing and connections closed after each response, so that clients and load balancers move away before the listener closes (0 disables)"),
+		Duration(&c.DeadMemberGrace, "dead-member-grace", "30s", "how long a member that failed or left keeps its replicas before they are replaced on other nodes (a node restarted within it keeps them)"),
 		Duration(&c.RaftHeartbeatTimeout, "raft-heartbeat-timeout", "500ms", "Raft heartbeat timeout (>= 50ms)"),
 		Duration(&c.RaftElectionTimeout, "raft-election-timeout", "500ms", "Raft election timeout (>= 50ms, >= --raft-heartbeat-timeout)"),
 		Duration(&c.RaftCommitTimeout, "raft-commit-timeout", "500ms", "how long a partition's leader lets replication to a follower idle before it sends the follower its commit index anyway (>= 1ms); each partition does this for each follower, so shorter costs CPU on an idle cluster"),
@@ -214,6 +216,7 @@ func (c Config) Validate() error {
 	}{
 		{"request-timeout", c.RequestTimeout},
 		{"actor-idle-timeout", c.ActorIdleTimeout},
+		{"dead-member-grace", c.DeadMemberGrace},
 		{"raft-heartbeat-timeout", c.RaftHeartbeatTimeout},
 		{"raft-election-timeout", c.RaftElectionTimeout},
 		{"raft-commit-timeout", c.RaftCommitTimeout},

@@ -58,6 +58,7 @@ func TestDefault(t *testing.T) {
 		RequestTimeout:       5 * time.Second,
 		ActorIdleTimeout:     2 * time.Minute,
 		ShutdownDrain:        2 * time.Second,
+		DeadMemberGrace:      30 * time.Second,
 		RaftHeartbeatTimeout: 500 * time.Millisecond,
 		RaftElectionTimeout:  500 * time.Millisecond,
 		RaftCommitTimeout:    500 * time.Millisecond,
@@ -109,6 +110,7 @@ var samples = map[string]struct {
 	"request-timeout":        {"1500ms", func(c *Config) { c.RequestTimeout = 1500 * time.Millisecond }},
 	"actor-idle-timeout":     {"30s", func(c *Config) { c.ActorIdleTimeout = 30 * time.Second }},
 	"shutdown-drain":         {"5s", func(c *Config) { c.ShutdownDrain = 5 * time.Second }},
+	"dead-member-grace":      {"5s", func(c *Config) { c.DeadMemberGrace = 5 * time.Second }},
 	"raft-heartbeat-timeout": {"100ms", func(c *Config) { c.RaftHeartbeatTimeout = 100 * time.Millisecond }},
 	"raft-election-timeout":  {"1s", func(c *Config) { c.RaftElectionTimeout = time.Second }},
 	"raft-commit-timeout":    {"50ms", func(c *Config) { c.RaftCommitTimeout = 50 * time.Millisecond }},
@@ -486,6 +488,7 @@ func TestValidate(t *testing.T) {
 		{"request-timeout 0", func(c *Config) { c.RequestTimeout = 0 }, "request-timeout"},
 		{"actor-idle-timeout 0", func(c *Config) { c.ActorIdleTimeout = 0 }, "actor-idle-timeout"},
 		{"shutdown-drain negative", func(c *Config) { c.ShutdownDrain = -time.Second }, "shutdown-drain"},
+		{"dead-member-grace zero", func(c *Config) { c.DeadMemberGrace = 0 }, "dead-member-grace"},
 		{"raft-heartbeat-timeout 49ms", func(c *Config) { c.RaftHeartbeatTimeout = 49 * time.Millisecond }, "raft-heartbeat-timeout"},
 		{"raft-heartbeat-timeout 50ms", func(c *Config) {
 			c.RaftHeartbeatTimeout, c.RaftElectionTimeout = 50*time.Millisecond, 50*time.Millisecond

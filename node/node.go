@@ -62,9 +62,6 @@ type Options struct {
 	// answer on the HTTP mux, their settings are read from the config.
 	Domains []domain.Domain
 	Logger  *slog.Logger
-	// DeadGrace is how long a dead member keeps its replicas before they are replaced
-	// (default 30s).
-	DeadGrace time.Duration
 }
 
 // Start opens storage, starts every Raft group, gossip, the runtime and routing, and serves
@@ -73,9 +70,6 @@ func Start(cfg config.Config, opts Options) (n *Node, err error) {
 	logger := opts.Logger
 	if logger == nil {
 		logger = slog.Default()
-	}
-	if opts.DeadGrace <= 0 {
-		opts.DeadGrace = 30 * time.Second
 	}
 	n = &Node{cfg: cfg, logger: logger, registry: prometheus.NewRegistry(), served: make(chan error, 1), stop: make(chan struct{})}
 	started := n // error returns set n to nil; close what was started
@@ -142,7 +136,7 @@ func Start(cfg config.Config, opts Options) (n *Node, err error) {
 		return nil, err
 	}
 	n.reconciler = cluster.NewReconciler(cluster.ReconcilerConfig{
-		Host: host, Members: n.membership, Replicas: cfg.Replicas, DeadGrace: opts.DeadGrace, Logger: logger,
+		Host: host, Members: n.membership, Replicas: cfg.Replicas, DeadGrace: cfg.DeadMemberGrace, Logger: logger,
 	})
 	n.reconciler.Start()
 	if n.router, err = cluster.StartRouter(cluster.RouterConfig{

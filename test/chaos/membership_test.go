@@ -13,8 +13,12 @@ import (
 	"github.com/shardkeeper/shardkeeper/test/proc"
 )
 
-// deadGrace is how long a failed member keeps its replicas (node.Options.DeadGrace's default).
-const deadGrace = 30 * time.Second
+// deadGrace is how long a failed or departed member keeps its replicas in these tests
+// (--dead-member-grace, 30 s by default).
+const deadGrace = 5 * time.Second
+
+// graceFlags give the nodes of these tests deadGrace.
+var graceFlags = []string{"--dead-member-grace", deadGrace.String()}
 
 // replicationFactor is R of the chaos cluster (--replicas' default).
 const replicationFactor = 3
@@ -23,7 +27,7 @@ const replicationFactor = 3
 // period and 10 s more its replicas are gone from every partition: with two survivors of
 // three, each partition keeps a leader and a quorum on them and says it is under-replicated.
 func TestFailedMemberShownAndReplaced(t *testing.T) {
-	c := startCluster(t)
+	c := startClusterBinding(t, false, graceFlags...)
 	victim := c.nodes[2]
 	killed := time.Now()
 	victim.Kill()
@@ -70,7 +74,7 @@ func TestFailedMemberShownAndReplaced(t *testing.T) {
 // whole run are linearizable with no request failing beyond what the clients' retries absorb.
 func TestGrowAndShrinkUnderLoad(t *testing.T) {
 	begin := time.Now()
-	c := startCluster(t)
+	c := startClusterBinding(t, false, graceFlags...)
 	s := &scenario{t: t, c: c, rnd: rand.New(rand.NewPCG(7, 0))}
 	s.w = newWorkload(c, 7, true)
 	s.w.start()
@@ -85,7 +89,7 @@ func TestGrowAndShrinkUnderLoad(t *testing.T) {
 	for i, ip := range []string{"127.0.0.14", "127.0.0.15"} {
 		n := proc.Start(t, proc.Config{Bin: proc.Build(t, "./cmd/shardkeeper"), Command: []string{"serve"},
 			NodeID: "n" + strconv.Itoa(4+i), IP: ip, LogDir: c.dir,
-			Flags: append([]string{"--bootstrap-expect", "3", "--join", strings.Join(joins, ",")}, nodeFlags...)})
+			Flags: slices.Concat([]string{"--bootstrap-expect", "3", "--join", strings.Join(joins, ",")}, nodeFlags, graceFlags)})
 		extra = append(extra, n)
 		c.note("started %s", n.Config.NodeID)
 	}
