@@ -189,7 +189,7 @@ func printComparison(w io.Writer, rows []row) {
 	_ = tw.Flush()
 }
 
-// printGoals compares the measurements with the goals, when measured, and with what
+// printGoals compares the measurements with the performance targets, when measured, and with what
 // the floor shows this machine allows.
 func printGoals(w io.Writer, rows []row) {
 	var bestDevice row
