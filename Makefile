@@ -4,7 +4,7 @@ STATICCHECK ?= $(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2
 FUZZTIME    ?= 10s
 
 # Packages whose tests run under the race detector (the concurrent core).
-RACE_PKGS := ./actors/... ./persistence/... ./cluster/... ./config/... ./client/...
+RACE_PKGS := ./actors/... ./persistence/... ./cluster/... ./config/... ./client/... ./near/...
 
 .PHONY: all build run test test-unit test-crash test-script fuzz lint bench bench-cluster clean cluster cluster-stop cluster-restart proto
 
@@ -46,6 +46,7 @@ test-script:
 fuzz:
 	$(GO) test -run='^$$' -fuzz=FuzzDecodeCommand -fuzztime=$(FUZZTIME) ./persistence
 	$(GO) test -run='^$$' -fuzz=FuzzRequestDecoding -fuzztime=$(FUZZTIME) ./api
+	$(GO) test -run='^$$' -fuzz=FuzzDecodeSignedTransaction -fuzztime=$(FUZZTIME) ./near
 
 lint:
 	@out=$$(gofmt -l .); \
@@ -97,3 +98,9 @@ CHAOS_SEEDS ?= 3
 .PHONY: chaos
 chaos:
 	$(GO) test -count=1 -v -timeout 90m ./test/chaos/ -chaos.seeds=$(CHAOS_SEEDS)
+
+# Regenerate near/testdata/vectors.json with near-api-js (needs Node and npm; the Go tests use
+# the committed file and need neither). See near/testdata/gen/README.md.
+.PHONY: near-vectors
+near-vectors:
+	cd near/testdata/gen && npm ci && node gen.mjs
