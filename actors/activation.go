@@ -24,12 +24,16 @@ import (
 // callback, and the activation takes up the outcome at its next message (or at commitDone,
 // whichever comes first); when it fails, every held reply fails, the overlay and the Handler
 // are discarded and the activation retires.
+//
+// Effects requested by a message ride with its reply: they start when it would be released
+// (see effects.go). The first message of an activation is the Handler's Activate, if any.
 type activation struct {
 	rt      *Runtime
 	part    *partition
 	kind    *kindEntry
 	id      string
 	ref     *actRef
+	self    *actor.PID // this activation's process, set at Started, before any message
 	epoch   uint64
 	handler Handler
 
@@ -39,6 +43,12 @@ type activation struct {
 	pending    *batch
 	inflight   *batch
 	retired    bool
+	// restart, once set, is the answer to every new message: the activation lost track of its
+	// effects (Activate or HandleEffect failed) and retires as soon as nothing it wrote awaits
+	// a commit, so that the next activation reconciles from storage.
+	restart error
+
+	effects effectSet
 }
 
 // actRef is the partition registry's handle on an activation.
@@ -124,19 +134,25 @@ type retire struct{ reason error }
 func (a *activation) Receive(c actor.Context) {
 	switch m := c.Message().(type) {
 	case *actor.Started:
+		a.self = c.Self()
 		a.rt.metrics.active.WithLabelValues(a.kind.Name).Inc()
 		a.rt.metrics.activations.WithLabelValues(a.kind.Name).Inc()
 		c.SetReceiveTimeout(a.rt.opts.IdleTimeout)
+		a.activate(c)
 	case *envelope:
 		a.dequeued()
 		a.takeCommit(c)
 		a.handleRequest(m)
-		a.maybePropose(c)
+		a.settle(c)
 	case *alarmFire:
 		a.dequeued()
 		a.takeCommit(c)
 		a.handleAlarm(m)
-		a.maybePropose(c)
+		a.settle(c)
+	case *effectDone:
+		a.takeCommit(c)
+		a.handleEffect(m)
+		a.settle(c)
 	case *commitDone:
 		a.committed(c, m)
 	case *retire:
@@ -146,6 +162,7 @@ func (a *activation) Receive(c actor.Context) {
 	case *actor.ReceiveTimeout:
 		a.maybePassivate(c)
 	case *actor.Stopped:
+		a.effects.close()
 		a.rt.metrics.active.WithLabelValues(a.kind.Name).Dec()
 		a.rt.live.Done()
 	}
@@ -158,6 +175,9 @@ func (a *activation) dequeued() {
 
 // usable reports why the activation may not run a message, or nil.
 func (a *activation) usable() error {
+	if a.restart != nil {
+		return a.restart
+	}
 	if a.retired {
 		return NotApplied("actor %s/%s is restarting after a failed commit", a.kind.Name, a.id)
 	}
@@ -196,6 +216,40 @@ func (a *activation) handleRequest(m *envelope) {
 	})
 }
 
+// activate runs the Handler's Activate, if it has one, before any other message.
+func (a *activation) activate(c actor.Context) {
+	h, ok := a.handler.(Activator)
+	if !ok || a.usable() != nil {
+		return // an activation of a past epoch runs nothing; what is queued to it is refused
+	}
+	ctx := a.newContext()
+	if _, err := a.invoke(func() ([]byte, error) { return nil, h.Activate(ctx) }); err != nil {
+		ctx.rollback()
+		a.rt.logger.Error("actor activation failed", "kind", a.kind.Name, "id", a.id, "error", err)
+		a.restartAfter(fmt.Errorf("activation failed: %w", err))
+	} else {
+		a.stageUnanswered(ctx)
+	}
+	a.settle(c)
+}
+
+// restartAfter marks the activation for restart (see activation.restart).
+func (a *activation) restartAfter(cause error) {
+	if a.restart == nil {
+		a.restart = NotApplied("actor %s/%s is restarting: %v", a.kind.Name, a.id, cause)
+	}
+}
+
+// settle ends every message: it proposes the pending batch when due, and retires an
+// activation marked for restart once nothing it wrote awaits a commit. Retiring earlier could
+// let the next activation read state that a batch still in flight is about to change.
+func (a *activation) settle(c actor.Context) {
+	a.maybePropose(c)
+	if a.restart != nil && !a.retired && a.pending == nil && a.inflight == nil {
+		a.fail(c, a.restart)
+	}
+}
+
 // invoke runs handler code, turning a panic into an error so that one bad message cannot
 // take the activation (or the node) down with uncommitted state half applied.
 func (a *activation) invoke(fn func() ([]byte, error)) (reply []byte, err error) {
@@ -210,8 +264,12 @@ func (a *activation) invoke(fn func() ([]byte, error)) (reply []byte, err error)
 }
 
 // stage moves a finished message's writes into the pending batch and holds its reply until
-// every write the reply may depend on has committed.
+// every write the reply may depend on has committed. The effects the message requested start
+// when the reply is released without error, and never otherwise.
 func (a *activation) stage(ctx *Context, reply func(error)) {
+	if len(ctx.effects) > 0 {
+		reply = a.effects.gate(ctx.effects, reply)
+	}
 	switch {
 	case len(ctx.writes) > 0:
 		if a.pending == nil {
@@ -248,14 +306,23 @@ func (a *activation) stage(ctx *Context, reply func(error)) {
 	}
 }
 
+// stageUnanswered stages the writes and effects of a message nobody waits for (Activate,
+// HandleEffect). One that wrote and requested nothing needs no gate.
+func (a *activation) stageUnanswered(ctx *Context) {
+	if len(ctx.writes) > 0 || len(ctx.effects) > 0 {
+		a.stage(ctx, func(error) {})
+	}
+}
+
 // maybePropose sends the pending batch to Raft when nothing is in flight and either no more
-// messages are queued or the batch is full.
+// messages are queued or the batch is full (or the activation restarts: the queued messages
+// will be refused, so the batch cannot grow).
 func (a *activation) maybePropose(c actor.Context) {
 	b := a.pending
 	if b == nil || a.inflight != nil || a.retired {
 		return
 	}
-	if a.ref.queued.Load() > 0 && len(b.held) < a.rt.opts.MaxBatchMessages {
+	if a.restart == nil && a.ref.queued.Load() > 0 && len(b.held) < a.rt.opts.MaxBatchMessages {
 		return // the next message will propose; the batch grows meanwhile
 	}
 	a.pending, a.inflight = nil, b
@@ -303,14 +370,15 @@ func (a *activation) committed(c actor.Context, m *commitDone) {
 	if b.setsAlarm {
 		a.part.alarmSet()
 	}
-	a.maybePropose(c)
+	a.settle(c)
 }
 
 // fail fails every held reply — those of the pending batch, never proposed, as not applied —
-// drops all uncommitted state and retires the activation: it
-// leaves the registry (the next message creates a fresh one that reads committed state) and
-// answers anything still queued with err.
+// drops all uncommitted state, cancels the effects (their results will be dropped) and
+// retires the activation: it leaves the registry (the next message creates a fresh one that
+// reads committed state) and answers anything still queued with err.
 func (a *activation) fail(c actor.Context, err error) {
+	a.effects.close()
 	if a.inflight != nil {
 		a.inflight.release(err)
 	}
@@ -330,7 +398,7 @@ func (a *activation) fail(c actor.Context, err error) {
 type stopSelf struct{}
 
 func (a *activation) maybePassivate(c actor.Context) {
-	if a.pending == nil && a.inflight == nil && a.part.forgetIfIdle(a) {
+	if a.pending == nil && a.inflight == nil && a.effects.idle() && a.part.forgetIfIdle(a) {
 		a.retired = true
 		a.rt.metrics.passivations.WithLabelValues(a.kind.Name).Inc()
 		c.Stop(c.Self())

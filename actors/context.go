@@ -10,7 +10,8 @@ import (
 )
 
 // Context is a handler's view of its actor during one message: identity, the partition's
-// clock, and a storage transaction. It is valid only during the call it was passed to.
+// clock, a storage transaction, and the effects the message requests (see Effect). It is valid
+// only during the call it was passed to.
 //
 // Reads see, in order of precedence, this message's own writes, writes of earlier messages
 // not yet committed, and committed state. Writes become visible to later messages at once
@@ -21,6 +22,8 @@ type Context struct {
 	writes []write         // this message's writes, in order
 	index  map[string]int  // relative key → position in writes
 	alarms map[string]bool // alarm names this message set
+	// effects this message requested, started after its commit unless it is rolled back
+	effects []*effect
 }
 
 type write struct {
@@ -182,8 +185,8 @@ func (c *Context) set(key, value []byte, deleted bool) {
 	c.writes = append(c.writes, write{key: key, value: value, deleted: deleted})
 }
 
-// rollback discards this message's writes.
-func (c *Context) rollback() { c.writes, c.index, c.alarms = nil, nil, nil }
+// rollback discards this message's writes and the effects it requested.
+func (c *Context) rollback() { c.writes, c.index, c.alarms, c.effects = nil, nil, nil, nil }
 
 func (c *Context) get(key []byte) ([]byte, bool, error) {
 	if i, ok := c.index[string(key)]; ok {

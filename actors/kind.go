@@ -17,9 +17,12 @@ type Request struct {
 // Handler is one activation of an actor: the in-memory object for one (kind, id).
 //
 // The runtime calls Receive for one message at a time, never concurrently, so a Handler may
-// keep cached state in its fields without locking. If a commit fails, the runtime discards the
-// Handler and creates a new one on the next message, so cached state is never trusted past a
-// failure: what a Handler caches must be derivable from its storage.
+// keep cached state in its fields without locking. If a commit fails (or the activation
+// restarts, see EffectHandler and Activator), the runtime discards the Handler and creates a
+// new one on the next message, so cached state is never trusted past a failure: what a
+// Handler caches must be derivable from its storage.
+//
+// Besides Receive, a Handler may implement AlarmHandler, EffectHandler and Activator.
 type Handler interface {
 	// Receive handles one message. Writes made through ctx are committed with the message
 	// when Receive returns a nil error or an *Error (a domain outcome), and discarded for any
@@ -28,10 +31,24 @@ type Handler interface {
 	Receive(ctx *Context, req Request) ([]byte, error)
 }
 
+// Activator is implemented by handlers that must reconcile their storage before new work,
+// typically kinds with effects: the effects a previous activation started are gone with it
+// (their results are dropped), and only storage tells what was in flight.
+type Activator interface {
+	// Activate runs as the first message of every activation, before any queued request,
+	// alarm or effect result. It reads committed state only; its writes are committed like a
+	// request's, and the effects it requests (re-sending what was in flight, or asking the
+	// outside world about it) start after that commit. Any error (an *Error too) discards its
+	// writes and effects, and the activation retires at once: the messages queued for it are
+	// answered as not applied, and the next message tries a new activation.
+	Activate(ctx *Context) error
+}
+
 // AlarmHandler is implemented by handlers that set alarms.
 type AlarmHandler interface {
 	// Alarm runs a due alarm. A nil error deletes the alarm (unless the handler set it
-	// again); an error discards the handler's writes and retries the alarm with backoff.
+	// again); an error discards the handler's writes and effects and retries the alarm with
+	// backoff.
 	Alarm(ctx *Context, a Alarm) error
 }
 
@@ -52,7 +69,7 @@ type Kind struct {
 	// must never change once data exists.
 	Name string
 	// New creates the handler of a new activation. It must not do I/O: state is read
-	// through the Context of the first message.
+	// through the Context of the first message (Activate, if the handler implements it).
 	New func(id string) Handler
 }
 

@@ -78,6 +78,7 @@ func (p *partition) deliver(kind *kindEntry, id string, msg any) (wait <-chan st
 			dataPrefix: actorPrefix(secData, kind.Name, id),
 			overlay:    map[string]*overlayEntry{},
 		}
+		a.effects.act = a
 		p.rt.live.Add(1) // Done when the actor has stopped
 		ref.pid = p.rt.system.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return a }, actor.WithDispatcher(p.rt.dispatcher)))
 		p.acts[key] = ref

@@ -83,6 +83,43 @@ func TestRaftRestartKeepsStateAndAlarms(t *testing.T) {
 	}
 }
 
+// On real Raft: an effect runs after its commit and its result's writes commit; an effect in
+// flight when the node stops is cancelled, and after the restart the actor's Activate finds
+// its record pending in the replayed state and sends it again.
+func TestRaftEffects(t *testing.T) {
+	dir := t.TempDir()
+	l := newLab()
+	e := startRaftEnv(t, dir, outbox(l))
+	actortest.MustCall(t, e.rt, outboxKind, "r", "send", []byte("first"))
+	await.True(t, 10*time.Second, "the first effect handled", func() bool {
+		return string(actortest.MustCall(t, e.rt, outboxKind, "r", "get", []byte("first"))) == "done:ok"
+	})
+	held := l.hold("second")
+	actortest.MustCall(t, e.rt, outboxKind, "r", "send", []byte("second"))
+	l.awaitStarts(t, "second", 1)
+	e.close(t)
+	if n := l.cancellations("second"); n != 1 {
+		t.Fatalf("%d cancellations of the effect in flight at close", n)
+	}
+	held <- outcome{}
+
+	e = startRaftEnv(t, dir, outbox(l))
+	defer e.close(t)
+	if v := string(actortest.MustCall(t, e.rt, outboxKind, "r", "reconciled", nil)); v != "second" {
+		t.Fatalf("reconciled after restart = %q, want second", v)
+	}
+	await.True(t, 10*time.Second, "the re-sent effect handled", func() bool {
+		return string(actortest.MustCall(t, e.rt, outboxKind, "r", "get", []byte("second"))) == "done:ok"
+	})
+	starts, hs := l.startsOf("second"), l.handlings("second")
+	if len(starts) != 2 || len(hs) != 1 || hs[0].instance != starts[1] {
+		t.Fatalf("starts %v handled %+v: want the result of the second start only", starts, hs)
+	}
+	if v := string(actortest.MustCall(t, e.rt, outboxKind, "r", "get", []byte("first"))); v != "done:ok" {
+		t.Fatalf("first = %q after restart", v)
+	}
+}
+
 // Coalescing on real Raft with 64 concurrent callers on one actor.
 func TestRaftCoalescing(t *testing.T) {
 	e := startRaftEnv(t, t.TempDir(), testkinds.Counter())

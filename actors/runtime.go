@@ -1,7 +1,8 @@
 // Package actors is the virtual-actor runtime: activation of (kind, id) on its partition's
 // leader, one message at a time per activation, storage transactions, write coalescing into
-// Raft commands, the output gate, durable alarms and passivation. Consensus is behind the
-// Replicator interface; storage reads go to the node's persistence.Store.
+// Raft commands, the output gate, durable alarms, effects on the outside world after commit,
+// and passivation. Consensus is behind the Replicator interface; storage reads go to the
+// node's persistence.Store.
 package actors
 
 import (
@@ -31,7 +32,14 @@ type Options struct {
 	MaxBatchMessages int           // messages per Raft command at most: 1024
 	AlarmBackoff     time.Duration // first retry delay of a failed alarm, doubling: 2s
 	MaxAlarmRetries  int           // failed retries before an alarm is parked: 6
-	Clock            func() time.Time
+	// MaxEffects bounds the effect functions running at once on this node: 256. It protects
+	// the node (goroutines, sockets, the outside services) from a flood of effects.
+	MaxEffects int
+	// MaxEffectsPerActor bounds the effect functions of one activation running at once: 16.
+	// It keeps one busy actor from taking every slot of MaxEffects. Effects beyond either
+	// bound wait, in the order their commits completed, without holding up any mailbox.
+	MaxEffectsPerActor int
+	Clock              func() time.Time
 }
 
 // Runtime hosts the activations of this node. It is safe for concurrent use.
@@ -48,11 +56,16 @@ type Runtime struct {
 	dispatcher *dispatcher
 	// live counts activations spawned and not yet stopped, so Close can wait for them.
 	live sync.WaitGroup
+	// effectSlots holds one token per running effect function: at most MaxEffects.
+	effectSlots chan struct{}
+	// effectWorkers counts the goroutines running effects, so Close can wait for them.
+	effectWorkers sync.WaitGroup
 }
 
 type kindEntry struct {
 	Kind
 	mailbox prometheus.Gauge // shardkeeper_actor_mailbox_messages of this kind, resolved once
+	effects *effectMetrics   // the effect instruments of this kind, resolved once
 }
 
 // New creates a runtime for the given kinds. No partition is led until SetLeader says so.
@@ -74,6 +87,12 @@ func New(opts Options, kinds ...Kind) (*Runtime, error) {
 	if opts.MaxAlarmRetries <= 0 {
 		opts.MaxAlarmRetries = 6
 	}
+	if opts.MaxEffects <= 0 {
+		opts.MaxEffects = 256
+	}
+	if opts.MaxEffectsPerActor <= 0 {
+		opts.MaxEffectsPerActor = 16
+	}
 	if opts.Clock == nil {
 		opts.Clock = time.Now
 	}
@@ -93,7 +112,8 @@ func New(opts Options, kinds ...Kind) (*Runtime, error) {
 		return nil, fmt.Errorf("actors: register metrics: %w", err)
 	}
 	r := &Runtime{opts: opts, store: opts.Store, repl: opts.Replicator, system: opts.System,
-		logger: opts.Logger, metrics: m, kinds: map[string]*kindEntry{}, dispatcher: newDispatcher(256)}
+		logger: opts.Logger, metrics: m, kinds: map[string]*kindEntry{}, dispatcher: newDispatcher(256),
+		effectSlots: make(chan struct{}, opts.MaxEffects)}
 	for _, k := range kinds {
 		if err := k.validate(); err != nil {
 			return nil, fmt.Errorf("actors: %w", err)
@@ -101,7 +121,7 @@ func New(opts Options, kinds ...Kind) (*Runtime, error) {
 		if _, dup := r.kinds[k.Name]; dup {
 			return nil, fmt.Errorf("actors: kind %q registered twice", k.Name)
 		}
-		r.kinds[k.Name] = &kindEntry{Kind: k, mailbox: m.mailbox.WithLabelValues(k.Name)}
+		r.kinds[k.Name] = &kindEntry{Kind: k, mailbox: m.mailbox.WithLabelValues(k.Name), effects: m.effectsOf(k.Name)}
 	}
 	for p := range opts.Partitions {
 		r.parts = append(r.parts, newPartition(r, uint32(p)))
@@ -168,18 +188,25 @@ func (r *Runtime) Call(ctx context.Context, kind, id string, req Request) ([]byt
 	}
 }
 
-// Close stops every activation and scheduler, and waits (up to 10 s) until no handler runs
-// any more, so that storage can be closed after it. Pending replies fail with ErrUnavailable.
+// Close stops every activation and scheduler, cancels every running effect, and waits (up to
+// 10 s) until no handler or effect function runs any more, so that storage can be closed after
+// it. Pending replies fail with ErrUnavailable.
 func (r *Runtime) Close() {
 	for _, p := range r.parts {
 		p.close()
 	}
 	stopped := make(chan struct{})
-	go func() { r.live.Wait(); close(stopped) }()
+	go func() {
+		r.live.Wait()
+		// Every activation has stopped, so every effect set is closed and no worker starts any
+		// more: waiting for the workers cannot race with their Add.
+		r.effectWorkers.Wait()
+		close(stopped)
+	}()
 	select {
 	case <-stopped:
 	case <-time.After(10 * time.Second):
-		r.logger.Error("activations still running 10s after close")
+		r.logger.Error("activations or effects still running 10s after close")
 	}
 	r.dispatcher.close()
 }

@@ -24,7 +24,8 @@ const Partitions = 4
 // Options configure a Harness.
 type Options struct {
 	// Runtime tunes the runtime (RequestTimeout, IdleTimeout, AlarmBackoff, MaxAlarmRetries,
-	// Clock); the harness sets Store, Replicator, Partitions, Registerer and Logger.
+	// MaxEffects, MaxEffectsPerActor, Clock); the harness sets Store, Replicator, Partitions,
+	// Registerer and Logger.
 	Runtime actors.Options
 	// Wrap, when set, puts a replicator of the test's (a Gated one, say) in front of the
 	// in-memory one.
