@@ -4,7 +4,7 @@ STATICCHECK ?= $(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2
 FUZZTIME    ?= 10s
 
 # Packages whose tests run under the race detector (the concurrent core).
-RACE_PKGS := ./actors/... ./persistence/... ./cluster/... ./config/... ./client/... ./near/...
+RACE_PKGS := ./actors/... ./persistence/... ./cluster/... ./config/... ./client/... ./near/... ./test/fakenear/...
 
 .PHONY: all build run test test-unit test-crash test-script fuzz lint bench bench-cluster clean cluster cluster-stop cluster-restart proto
 
@@ -104,3 +104,11 @@ chaos:
 .PHONY: near-vectors
 near-vectors:
 	cd near/testdata/gen && npm ci && node gen.mjs
+
+# near-api-js, unmodified, against the fake NEAR RPC (test/fakenear): its JsonRpcProvider
+# queries, signs, sends and parses the fake's errors into its own typed errors. Needs Node and
+# npm (installs the pinned near-api-js into test/fakenear/crosscheck/node_modules).
+.PHONY: near-crosscheck
+near-crosscheck:
+	cd test/fakenear/crosscheck && npm ci
+	SHARDKEEPER_NEAR_CROSSCHECK=1 $(GO) test -count=1 -run CrossCheck -v ./test/fakenear
