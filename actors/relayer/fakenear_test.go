@@ -1,0 +1,106 @@
+package relayer
+
+import (
+	"encoding/json"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/shardkeeper/shardkeeper/actors"
+	"github.com/shardkeeper/shardkeeper/actors/actortest"
+	"github.com/shardkeeper/shardkeeper/near"
+	"github.com/shardkeeper/shardkeeper/test/fakenear"
+)
+
+// The key actor against the fake NEAR node through the real near.Client, with answers lost,
+// node timeouts, transactions the node loses and a failover: every intent lands exactly once,
+// in nonce order, never signed twice.
+func TestAgainstFakeNear(t *testing.T) {
+	keys, err := ParseKeys([]byte(fmt.Sprintf(`{"accounts":[{"account_id":%q,"keys":[%q]}]}`, relayAccount, secretKey("k"))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pk := keys.PublicKeys(relayAccount)[0]
+	rich, _ := near.ParseU128("1000000000000000000000000000")
+	fake := fakenear.Start(t, fakenear.Config{BlockInterval: 10 * time.Millisecond, Seed: 3, Accounts: []fakenear.Account{
+		{ID: relayAccount, Balance: rich, Keys: []fakenear.AccountKey{{PublicKey: pk}}},
+		{ID: "bob.near", Balance: near.U128From64(0)},
+	}})
+	if err := fake.SetFaults(fakenear.Faults{Rules: []fakenear.FaultRule{
+		{Kind: fakenear.FaultDropResponse, Rate: 0.2, Methods: []string{"send_tx"}},
+		{Kind: fakenear.FaultTimeout, Rate: 0.2, Methods: []string{"tx"}},
+		{Kind: fakenear.FaultLose, Next: 2},
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	clock := actortest.NewClock(time.Now().Add(time.Hour))
+	h := actortest.New(t, actortest.Options{Runtime: actors.Options{Clock: clock.Now}},
+		Kind(Config{Keys: keys, RPC: fake.Client(t), MaxInFlight: 8, CallTimeout: 5 * time.Second}))
+	e := &keyEnv{t: t, h: h, clock: clock, cfg: Config{}.withDefaults(), pk: pk, id: ActorID(relayAccount, pk)}
+
+	const n = 30
+	for i := range n {
+		e.mustSubmit(transfer(fmt.Sprint("pay:", i), "bob.near"))
+		if i == n/2 {
+			h.Failover() // what is in flight is re-sent from the next activation
+		}
+	}
+	// Timeouts of status queries leave intents to the poll: move the clock along meanwhile.
+	deadline := time.Now().Add(30 * time.Second)
+	for done := false; !done; {
+		e.poll()
+		done = true
+		for i := range n {
+			in, err := e.get(fmt.Sprint("pay:", i))
+			if err != nil || in.Status != StatusSucceeded {
+				done = false
+				if time.Now().After(deadline) {
+					st, _ := json.Marshal(e.status())
+					var ledger []fakenear.LedgerEntry
+					if in.TxHash != nil {
+						ledger = fake.LedgerOf(hashOf(t, in))
+					}
+					t.Fatalf("pay:%d not final: %+v %v; key %s; ledger %+v", i, in, err, st, ledger)
+				}
+				break
+			}
+		}
+		if !done {
+			time.Sleep(5 * time.Millisecond) // blocks come by the wall clock
+		}
+	}
+	// A lost transaction followed by later ones landing can never land: it is replaced, so
+	// attempts and nonce order may differ. What must hold: each intent's transaction landed
+	// once, nothing else of the key landed, and the key's nonces rose on chain.
+	hashes := map[string]bool{}
+	for i := range n {
+		in, _ := e.get(fmt.Sprint("pay:", i))
+		hashes[*in.TxHash] = true
+	}
+	landed, last := 0, uint64(0)
+	for _, l := range fake.Ledger() {
+		if l.Kind != fakenear.Landed || l.PublicKey != pk.String() {
+			continue
+		}
+		if !hashes[l.Hash] || l.Nonce <= last {
+			t.Fatalf("landed: %s nonce %d after %d; an intent's: %v", l.Hash, l.Nonce, last, hashes[l.Hash])
+		}
+		landed++
+		last = l.Nonce
+	}
+	if landed != n {
+		t.Fatalf("%d transactions of the key landed, want %d", landed, n)
+	}
+	if st := e.status(); st.LastError == nil || st.InFlight != 0 || st.Queued != 0 {
+		t.Fatalf("key status %+v: want no work left, and the faults seen", st)
+	} else {
+		t.Logf("last error: %+v", *st.LastError)
+	}
+	if b, _ := fake.Balance("bob.near"); b.String() != fmt.Sprint(n) {
+		t.Fatalf("bob.near holds %s yoctoNEAR, want %d", b, n)
+	}
+	e.checkInvariants()
+	if got, _ := fake.AccessKeyNonce(relayAccount, pk); got != last {
+		t.Fatalf("the key's nonce on chain is %d, the last intent's %d", got, last)
+	}
+}

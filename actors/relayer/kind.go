@@ -1,0 +1,824 @@
+package relayer
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/shardkeeper/shardkeeper/actors"
+	"github.com/shardkeeper/shardkeeper/actors/kit"
+	"github.com/shardkeeper/shardkeeper/near"
+)
+
+// The access-key actor, kind relayer-key: one actor per configured access key, id
+// "<account_id>/<public key>", the single submitter of that key's transactions.
+//
+// # Storage layout
+//
+// See the keys in intent.go: records i/, the FIFO queue of unsigned intents q/<seq>, the
+// in-flight index f/<nonce>, the retention index r/, the queue count c/queued and the key's
+// meta m (next nonce, last nonce used, the latest block seen, the last error).
+//
+// Invariants, after every committed message:
+//   - every record is in exactly one of: the queue (status queued, one q/ entry at its seq),
+//     the in-flight index (status submitted, one f/ entry at its nonce, with its signed bytes
+//     and tx hash stored), or the retention index (terminal, one r/ entry at its remove_at);
+//   - c/queued counts the q/ entries; the f/ entries are at most Config.MaxInFlight plus the
+//     transactions signed before a change of that setting;
+//   - next_nonce, once known, is above every nonce the key used (last_used), so that no
+//     transaction of its own is refused for its nonce; a nonce is used at most once;
+//   - a signed transaction's bytes and hash are committed before any send of them (effects
+//     start after the commit); a transaction is signed again only once provably dead (see
+//     decide.go), so an intent lands at most once;
+//   - while anything is queued or in flight the "poll" alarm is pending (after a failover the
+//     runtime wakes the actor only through it); while any r/ entry exists the "retention"
+//     alarm is pending, due no later than the smallest remove_at.
+//
+// # Methods
+//
+// MethodSubmit (SubmitRequest → Submitted), MethodGet (GetRequest → Intent), MethodStatus
+// (→ KeyStatus). Outcomes: invalid_request, invalid_id, unsupported_action,
+// invalid_delegate, idempotency_conflict, unknown_intent, unknown_relayer.
+
+// KindName is the kind's name.
+const KindName = "relayer-key"
+
+// The kind's methods.
+const (
+	MethodSubmit = "submit"
+	MethodGet    = "get"
+	MethodStatus = "status"
+)
+
+// Defaults of Config's zero fields.
+const (
+	DefaultMaxInFlight    = 32
+	DefaultRetention      = 168 * time.Hour
+	DefaultPollInterval   = time.Second
+	DefaultValidityBlocks = 86400 // mainnet's transaction validity period
+	DefaultCallTimeout    = 10 * time.Second
+	DefaultBlockMaxAge    = time.Minute
+)
+
+// Config configures the kind. Zero fields take their defaults.
+type Config struct {
+	Keys *Keys // the signers; a key actor whose key is not here only drives what it signed
+	RPC  RPC
+	// MaxInFlight bounds the signed, non-terminal transactions of one key.
+	MaxInFlight int
+	// Retention is how long terminal records are kept.
+	Retention time.Duration
+	// PollInterval is the period of status polls while anything is in flight: about NEAR's
+	// block interval.
+	PollInterval time.Duration
+	// ValidityBlocks is NEAR's transaction validity period: a transaction whose block hash is
+	// more blocks behind the head than this can no longer land.
+	ValidityBlocks uint64
+	// CallTimeout bounds one RPC call of an effect.
+	CallTimeout time.Duration
+	// BlockMaxAge: a block hash seen longer ago is refreshed before signing with it.
+	BlockMaxAge time.Duration
+}
+
+func (c Config) withDefaults() Config {
+	if c.MaxInFlight <= 0 {
+		c.MaxInFlight = DefaultMaxInFlight
+	}
+	if c.Retention <= 0 {
+		c.Retention = DefaultRetention
+	}
+	if c.PollInterval <= 0 {
+		c.PollInterval = DefaultPollInterval
+	}
+	if c.ValidityBlocks == 0 {
+		c.ValidityBlocks = DefaultValidityBlocks
+	}
+	if c.CallTimeout <= 0 {
+		c.CallTimeout = DefaultCallTimeout
+	}
+	if c.BlockMaxAge <= 0 {
+		c.BlockMaxAge = DefaultBlockMaxAge
+	}
+	return c
+}
+
+// Kind is the access-key actor kind.
+func Kind(cfg Config) actors.Kind {
+	cfg = cfg.withDefaults()
+	return actors.Kind{Name: KindName, New: func(id string) actors.Handler { return newKeyActor(cfg, id) }}
+}
+
+// ActorID is the id of the actor of an access key.
+func ActorID(account string, pk near.PublicKey) string { return account + "/" + pk.String() }
+
+// ParseActorID splits an actor id into account and public key.
+func ParseActorID(id string) (string, near.PublicKey, error) {
+	account, key, ok := strings.Cut(id, "/")
+	if !ok {
+		return "", near.PublicKey{}, fmt.Errorf("relayer key actor id %s is not <account_id>/<public key>", kit.Quote(id))
+	}
+	if err := near.ValidateAccountID(account); err != nil {
+		return "", near.PublicKey{}, fmt.Errorf("relayer key actor id: %w", err)
+	}
+	pk, err := near.ParsePublicKey(key)
+	if err != nil {
+		return "", near.PublicKey{}, fmt.Errorf("relayer key actor id: %w", err)
+	}
+	return account, pk, nil
+}
+
+// Effect names: what they act on.
+const (
+	effectAccessKey = "ak"
+	effectBlock     = "block"
+	effectSend      = "send/"   // + nonce
+	effectStatus    = "status/" // + nonce
+)
+
+// keyActor is one activation of a key actor. Its in-memory fields are caches of this
+// activation only: busy names the effects it requested whose results it has not handled (so
+// that one question is not asked twice at once), seq orders its sends.
+type keyActor struct {
+	cfg     Config
+	account string
+	pk      near.PublicKey
+	idErr   error
+	signer  near.Signer // nil: the key is not configured (any more)
+
+	busy map[string]bool
+	// resend holds the nonces a status answer found unknown and alive: the next poll re-sends
+	// them together, in nonce order, since answers come back in any order and re-sends taken
+	// one by one would reach the node out of order.
+	resend map[uint64]bool
+	seq    sequencer
+	gc     kit.GCAlarm // "retention"
+	poll   kit.GCAlarm // "poll"
+
+	// What the current message requested, undone if its writes roll back.
+	added   []string
+	tickets []*ticket
+}
+
+func newKeyActor(cfg Config, id string) *keyActor {
+	a := &keyActor{cfg: cfg, busy: map[string]bool{}, resend: map[uint64]bool{}, gc: kit.GCAlarm{Name: "retention"}, poll: kit.GCAlarm{Name: "poll"}}
+	a.account, a.pk, a.idErr = ParseActorID(id)
+	if a.idErr == nil && cfg.Keys != nil {
+		if kp, ok := cfg.Keys.Signer(a.account, a.pk); ok {
+			a.signer = kp
+		}
+	}
+	return a
+}
+
+// begin starts a message; end takes its outcome: an error other than a domain outcome
+// discards the message's writes and effects, so what it requested is forgotten too.
+func (a *keyActor) begin() { a.added, a.tickets = a.added[:0], a.tickets[:0] }
+
+func (a *keyActor) end(err error) {
+	var outcome *actors.Error
+	if err == nil || errors.As(err, &outcome) {
+		return
+	}
+	for _, name := range a.added {
+		delete(a.busy, name)
+	}
+	for _, t := range a.tickets {
+		t.release()
+	}
+	a.gc.Observe(err)
+	a.poll.Observe(err)
+}
+
+var methods = kit.Dispatch[*keyActor]{Name: "relayer key", Methods: map[string]kit.Method[*keyActor]{
+	MethodSubmit: kit.JSON((*keyActor).submit),
+	MethodGet:    kit.JSON((*keyActor).get),
+	MethodStatus: func(a *keyActor, ctx *actors.Context, _ []byte) ([]byte, error) { return a.status(ctx) },
+}}
+
+// Receive implements actors.Handler.
+func (a *keyActor) Receive(ctx *actors.Context, req actors.Request) ([]byte, error) {
+	a.begin()
+	if a.idErr != nil {
+		return nil, actors.Errorf("unknown_relayer", "%s", a.idErr)
+	}
+	out, err := methods.Receive(a, ctx, req)
+	a.end(err)
+	return out, err
+}
+
+// Activate implements actors.Activator: reconcile every in-flight transaction before new work
+// — re-send its identical bytes, in nonce order, and ask for its status, whose answer ends it,
+// proves it dead or leaves it to the next poll — and keep the poll alarm set while anything is
+// in flight. Nothing is ever signed again here: what the previous activation sent may land.
+func (a *keyActor) Activate(ctx *actors.Context) error {
+	a.begin()
+	if a.idErr != nil {
+		return nil
+	}
+	err := a.reconcile(ctx)
+	a.end(err)
+	return err
+}
+
+func (a *keyActor) reconcile(ctx *actors.Context) error {
+	flights, err := ctx.List(actors.ListOptions{Prefix: prefixFlight})
+	if err != nil {
+		return err
+	}
+	if len(flights) > 0 {
+		a.request(ctx, effectBlock, a.fetchBlock)
+	}
+	// Re-send first, in nonce order (f/ keys sort by nonce), so that the sends of this
+	// activation keep the key's order; re-sending what may have landed is harmless.
+	for _, kv := range flights {
+		r, ok, err := loadRecord(ctx, string(kv.Value))
+		if err != nil {
+			return err
+		}
+		if ok && !r.terminal() && r.Nonce != nil {
+			a.send(ctx, r)
+			a.query(ctx, r)
+		}
+	}
+	return a.driveAndArm(ctx)
+}
+
+// Alarm implements actors.AlarmHandler.
+func (a *keyActor) Alarm(ctx *actors.Context, al actors.Alarm) error {
+	a.begin()
+	var err error
+	switch al.Name {
+	case a.poll.Name:
+		err = a.tick(ctx)
+	case a.gc.Name:
+		err = a.collect(ctx)
+	}
+	a.end(err)
+	return err
+}
+
+// tick is a poll: refresh the block, ask for the hash of every in-flight transaction not
+// already being asked about or sent, then drive the queue.
+func (a *keyActor) tick(ctx *actors.Context) error {
+	a.poll.Forget()
+	if a.idErr != nil {
+		return nil
+	}
+	flights, err := ctx.List(actors.ListOptions{Prefix: prefixFlight})
+	if err != nil {
+		return err
+	}
+	a.request(ctx, effectBlock, a.fetchBlock)
+	now := ctx.Now().UnixMilli()
+	for _, kv := range flights { // in nonce order
+		r, ok, err := loadRecord(ctx, string(kv.Value))
+		if err != nil {
+			return err
+		}
+		if !ok || r.terminal() || r.Nonce == nil {
+			continue
+		}
+		if a.resend[*r.Nonce] {
+			delete(a.resend, *r.Nonce)
+			r.SentAt = now
+			if err := putJSON(ctx, intentKey(r.IdempotencyKey), r); err != nil {
+				return err
+			}
+			a.send(ctx, r)
+		}
+		if !a.busy[effectSend+nonceName(*r.Nonce)] {
+			a.query(ctx, r)
+		}
+	}
+	work, err := a.drive(ctx)
+	if err != nil {
+		return err
+	}
+	if work {
+		// Set, not Arm: the firing alarm still reads as pending, and the runtime deletes it
+		// after this firing unless it is set again.
+		return a.poll.Set(ctx, ctx.Now().Add(a.cfg.PollInterval).UnixMilli())
+	}
+	a.poll.Dropped()
+	return nil
+}
+
+// collect removes the terminal records whose retention ended.
+func (a *keyActor) collect(ctx *actors.Context) error {
+	a.gc.Forget()
+	now := ctx.Now().UnixMilli()
+	const batch = 256
+	due, err := retention.Before(ctx, now+1, nil, batch)
+	if err != nil {
+		return err
+	}
+	for _, kv := range due {
+		t, idem, err := retention.Parse(kv.Key)
+		if err != nil {
+			return err
+		}
+		ctx.Delete(intentKey(idem))
+		retention.Delete(ctx, t, idem)
+	}
+	if len(due) == batch {
+		return a.gc.Set(ctx, now)
+	}
+	t, _, ok, err := retention.First(ctx, nil)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		a.gc.Dropped()
+		return nil
+	}
+	return a.gc.Set(ctx, t)
+}
+
+// HandleEffect implements actors.EffectHandler.
+func (a *keyActor) HandleEffect(ctx *actors.Context, res actors.EffectResult) error {
+	a.begin()
+	delete(a.busy, res.Name)
+	err := a.handle(ctx, res)
+	if err == nil {
+		err = a.driveAndArm(ctx)
+	}
+	a.end(err)
+	return err
+}
+
+func (a *keyActor) handle(ctx *actors.Context, res actors.EffectResult) error {
+	switch {
+	case res.Name == effectAccessKey:
+		return a.onAccessKey(ctx, res)
+	case res.Name == effectBlock:
+		return a.onBlock(ctx, res)
+	case strings.HasPrefix(res.Name, effectSend):
+		return a.onTx(ctx, res, strings.TrimPrefix(res.Name, effectSend), true)
+	case strings.HasPrefix(res.Name, effectStatus):
+		return a.onTx(ctx, res, strings.TrimPrefix(res.Name, effectStatus), false)
+	}
+	return nil
+}
+
+// keyView carries an access key view from its effect.
+type keyView struct {
+	Nonce  uint64    `json:"nonce"`
+	Height uint64    `json:"height"`
+	Hash   near.Hash `json:"hash"`
+}
+
+func (a *keyActor) onAccessKey(ctx *actors.Context, res actors.EffectResult) error {
+	m, err := loadMeta(ctx)
+	if err != nil {
+		return err
+	}
+	if res.Err != nil {
+		m.LastError = &KeyError{Code: "access_key_unavailable", Message: kit.Clip(res.Err.Error()), At: ctx.Now().UnixMilli()}
+		return putJSON(ctx, keyMeta, m)
+	}
+	var v keyView
+	if err := json.Unmarshal(res.Output, &v); err != nil {
+		return fmt.Errorf("relayer key %s: decode access key: %w", ctx.ID(), err)
+	}
+	next := NextNonce(m.LastUsed, v.Nonce)
+	if m.NextNonce != nil {
+		next = max(next, *m.NextNonce)
+	}
+	m.NextNonce = &next
+	return putJSON(ctx, keyMeta, m)
+}
+
+func (a *keyActor) onBlock(ctx *actors.Context, res actors.EffectResult) error {
+	if res.Err != nil {
+		return nil // the next poll asks again; signing waits for a block
+	}
+	var b near.BlockRef
+	if err := json.Unmarshal(res.Output, &b); err != nil {
+		return fmt.Errorf("relayer key %s: decode block: %w", ctx.ID(), err)
+	}
+	m, err := loadMeta(ctx)
+	if err != nil {
+		return err
+	}
+	if m.Block != nil && b.Height < m.Block.Height {
+		return nil // an answer older than one already seen
+	}
+	m.Block = &blockRecord{Height: b.Height, Hash: b.Hash, SeenAt: ctx.Now().UnixMilli()}
+	return putJSON(ctx, keyMeta, m)
+}
+
+// onTx takes the answer to a send (sent) or a status query of the transaction of nonce.
+func (a *keyActor) onTx(ctx *actors.Context, res actors.EffectResult, nonceStr string, sent bool) error {
+	n, ok := parseNonceName(nonceStr)
+	if !ok {
+		return nil
+	}
+	idem, found, err := ctx.Get(flightKey(n))
+	if err != nil || !found {
+		return err // ended or replaced meanwhile: the answer is about the past
+	}
+	r, found, err := loadRecord(ctx, string(idem))
+	if err != nil || !found || r.terminal() || r.Nonce == nil || *r.Nonce != n {
+		return err
+	}
+	var o *Outcome
+	if res.Err == nil {
+		if o, err = decodeOutcome(res.Output); err != nil {
+			return fmt.Errorf("relayer key %s: %w", ctx.ID(), err)
+		}
+	}
+	m, err := loadMeta(ctx)
+	if err != nil {
+		return err
+	}
+	var d Decision
+	if sent {
+		d = DecideSend(r.flight(), o, res.Err)
+	} else {
+		var head uint64
+		if m.Block != nil {
+			head = m.Block.Height
+		}
+		d = DecideStatus(r.flight(), head, a.cfg.ValidityBlocks, o, res.Err)
+	}
+	return a.apply(ctx, &m, r, d, o, res.Err)
+}
+
+// apply carries out a decision about r's transaction.
+func (a *keyActor) apply(ctx *actors.Context, m *meta, r *record, d Decision, o *Outcome, rpcErr error) error {
+	now := ctx.Now().UnixMilli()
+	if rpcErr != nil && !errors.As(rpcErr, new(*near.UnknownTransactionError)) {
+		m.LastError = &KeyError{Code: errorCode(rpcErr), Message: kit.Clip(rpcErr.Error()), At: now}
+	}
+	if d.AkNonce != nil {
+		next := *d.AkNonce + 1
+		if m.NextNonce != nil {
+			next = max(next, *m.NextNonce)
+		}
+		m.NextNonce = &next
+	}
+	if d.NonceUnknown {
+		m.NextNonce = nil // learned again; NextNonce keeps it above last_used
+	}
+	if d.BlockStale {
+		m.Block = nil // the block signed with is too old: fetch one before signing again
+	}
+	if err := putJSON(ctx, keyMeta, m); err != nil {
+		return err
+	}
+	if d.Stale && !r.Stale {
+		r.Stale = true
+		r.UpdatedAt = now
+		if err := putJSON(ctx, intentKey(r.IdempotencyKey), r); err != nil {
+			return err
+		}
+	}
+	switch d.Verdict {
+	case Query:
+		a.query(ctx, r)
+	case Resend:
+		a.resend[*r.Nonce] = true // at the next poll, with the others, in nonce order
+	case Replace:
+		// Provably dead: back to the queue at its first place, to be signed with a new nonce.
+		ctx.Delete(flightKey(*r.Nonce))
+		r.Status, r.Signed, r.Stale, r.UpdatedAt = StatusQueued, nil, false, now
+		ctx.Put(queueKey(r.Seq), []byte(r.IdempotencyKey))
+		q, err := queuedCount.Get(ctx)
+		if err != nil {
+			return err
+		}
+		queuedCount.Set(ctx, q+1)
+		return putJSON(ctx, intentKey(r.IdempotencyKey), r)
+	case Succeeded, Failed, Rejected:
+		return a.finish(ctx, r, d, o)
+	}
+	return nil
+}
+
+// finish makes r terminal.
+func (a *keyActor) finish(ctx *actors.Context, r *record, d Decision, o *Outcome) error {
+	now := ctx.Now()
+	ctx.Delete(flightKey(*r.Nonce))
+	switch d.Verdict {
+	case Succeeded:
+		r.Status = StatusSucceeded
+	case Failed:
+		r.Status = StatusFailed
+	case Rejected:
+		r.Status = StatusRejected
+		r.Error = &IntentError{Code: d.Code, Message: kit.Clip(d.Message)}
+	}
+	if o != nil && d.Verdict != Rejected {
+		r.Outcome = json.RawMessage(o.Status)
+	}
+	r.Signed, r.Stale = nil, false
+	r.UpdatedAt = now.UnixMilli()
+	r.RemoveAt = now.Add(a.cfg.Retention).UnixMilli()
+	retention.Put(ctx, r.RemoveAt, r.IdempotencyKey, []byte{})
+	if err := putJSON(ctx, intentKey(r.IdempotencyKey), r); err != nil {
+		return err
+	}
+	return a.gc.Arm(ctx, r.RemoveAt)
+}
+
+// errorCode names an RPC error for the key's last_error.
+func errorCode(err error) string {
+	var it near.InvalidTx
+	switch {
+	case near.IsOutcomeUnknown(err):
+		return "outcome_unknown"
+	case errors.As(err, &it):
+		return it.InvalidTxName()
+	}
+	return "rpc_error"
+}
+
+// driveAndArm drives the queue and keeps the poll alarm pending while there is work.
+func (a *keyActor) driveAndArm(ctx *actors.Context) error {
+	work, err := a.drive(ctx)
+	if err != nil || !work {
+		return err
+	}
+	return a.poll.Arm(ctx, ctx.Now().Add(a.cfg.PollInterval).UnixMilli())
+}
+
+// drive signs and sends queued intents while the key's nonce and a recent block are known and
+// fewer than MaxInFlight are in flight, asking for what is missing. It reports whether
+// anything is queued or in flight.
+func (a *keyActor) drive(ctx *actors.Context) (bool, error) {
+	queued, err := queuedCount.Get(ctx)
+	if err != nil {
+		return false, err
+	}
+	flights, err := ctx.List(actors.ListOptions{Prefix: prefixFlight})
+	if err != nil {
+		return false, err
+	}
+	work := queued > 0 || len(flights) > 0
+	if queued == 0 || a.signer == nil {
+		return work, nil
+	}
+	m, err := loadMeta(ctx)
+	if err != nil {
+		return work, err
+	}
+	now := ctx.Now()
+	if m.NextNonce == nil {
+		a.request(ctx, effectAccessKey, a.fetchAccessKey)
+	}
+	fresh := m.Block != nil && now.Sub(time.UnixMilli(m.Block.SeenAt)) <= a.cfg.BlockMaxAge
+	if !fresh {
+		a.request(ctx, effectBlock, a.fetchBlock)
+	}
+	n := Signable(m.NextNonce != nil, fresh, queued, len(flights), a.cfg.MaxInFlight)
+	if n == 0 {
+		return work, nil
+	}
+	next, err := ctx.List(actors.ListOptions{Prefix: prefixQueue, Limit: n})
+	if err != nil {
+		return work, err
+	}
+	for _, kv := range next {
+		ctx.Delete(kv.Key)
+		r, ok, err := loadRecord(ctx, string(kv.Value))
+		if err != nil {
+			return work, err
+		}
+		if !ok || r.Status != StatusQueued {
+			continue
+		}
+		if err := a.sign(ctx, &m, r); err != nil {
+			return work, err
+		}
+	}
+	queuedCount.Set(ctx, queued-len(next))
+	return work, putJSON(ctx, keyMeta, m)
+}
+
+// sign signs r's transaction with the key's next nonce and the latest block, stores the bytes
+// and hash, and sends them: the send starts only after this message's commit, so a
+// transaction is never out there without its record.
+func (a *keyActor) sign(ctx *actors.Context, m *meta, r *record) error {
+	now := ctx.Now().UnixMilli()
+	tx := near.Transaction{SignerID: a.account, PublicKey: a.pk, Nonce: *m.NextNonce, ReceiverID: r.ReceiverID, BlockHash: m.Block.Hash}
+	var err error
+	if r.SignedDelegate != nil {
+		var sda *near.SignedDelegateAction
+		if sda, err = near.DecodeSignedDelegateAction(r.SignedDelegate); err == nil {
+			tx.ReceiverID, tx.Actions = sda.DelegateAction.SenderID, []near.Action{*sda}
+		}
+	} else {
+		tx.Actions, err = near.ParseActions(r.Actions)
+	}
+	var signed *near.SignedTransaction
+	var hash near.Hash
+	var raw []byte
+	if err == nil {
+		if signed, hash, err = near.SignTransaction(tx, a.signer); err == nil {
+			raw, err = signed.Encode()
+		}
+	}
+	if err != nil {
+		// Validated at submit, so this cannot happen; if it does, the intent can never land.
+		r.Status, r.UpdatedAt = StatusRejected, now
+		r.Error = &IntentError{Code: "unsignable", Message: kit.Clip(err.Error())}
+		r.RemoveAt = ctx.Now().Add(a.cfg.Retention).UnixMilli()
+		retention.Put(ctx, r.RemoveAt, r.IdempotencyKey, []byte{})
+		if err := a.gc.Arm(ctx, r.RemoveAt); err != nil {
+			return err
+		}
+		return putJSON(ctx, intentKey(r.IdempotencyKey), r)
+	}
+	nonce, txHash := tx.Nonce, hash.String()
+	r.Status, r.Nonce, r.TxHash = StatusSubmitted, &nonce, &txHash
+	r.Attempts++
+	r.Signed, r.BlockHeight, r.Stale, r.SentAt, r.UpdatedAt = raw, m.Block.Height, false, now, now
+	m.LastUsed = nonce
+	next := nonce + 1
+	m.NextNonce = &next
+	ctx.Put(flightKey(nonce), []byte(r.IdempotencyKey))
+	if err := putJSON(ctx, intentKey(r.IdempotencyKey), r); err != nil {
+		return err
+	}
+	a.send(ctx, r)
+	return nil
+}
+
+// request asks for the effect name unless it is already under way in this activation.
+func (a *keyActor) request(ctx *actors.Context, name string, fn actors.EffectFunc) {
+	if a.busy[name] {
+		return
+	}
+	if err := ctx.Effect(name, fn); err != nil {
+		panic(err) // the kind implements EffectHandler: it cannot happen
+	}
+	a.busy[name] = true
+	a.added = append(a.added, name)
+}
+
+// send sends r's stored bytes, behind the sends of smaller nonces of this activation.
+func (a *keyActor) send(ctx *actors.Context, r *record) {
+	name := effectSend + nonceName(*r.Nonce)
+	if a.busy[name] {
+		return
+	}
+	t := a.seq.take(*r.Nonce)
+	a.tickets = append(a.tickets, t)
+	raw, rpc, timeout := r.Signed, a.cfg.RPC, a.cfg.CallTimeout
+	a.request(ctx, name, func(c context.Context) ([]byte, error) {
+		defer t.release()
+		c, cancel := context.WithTimeout(c, timeout)
+		defer cancel()
+		if err := t.wait(c); err != nil {
+			return nil, err
+		}
+		out, err := rpc.SendTx(c, raw, SendWait)
+		if err != nil {
+			return nil, err
+		}
+		return encodeOutcome(out)
+	})
+}
+
+// query asks for r's transaction by its signed bytes (see StatusWait).
+func (a *keyActor) query(ctx *actors.Context, r *record) {
+	raw, rpc, timeout := r.Signed, a.cfg.RPC, a.cfg.CallTimeout
+	a.request(ctx, effectStatus+nonceName(*r.Nonce), func(c context.Context) ([]byte, error) {
+		c, cancel := context.WithTimeout(c, timeout)
+		defer cancel()
+		out, err := rpc.TxStatus(c, near.TxQuery{SignedTx: raw, WaitUntil: StatusWait})
+		if err != nil {
+			return nil, err
+		}
+		return encodeOutcome(out)
+	})
+}
+
+// fetchAccessKey reads the key's nonce at the head (optimistic: a final view lags by a few
+// blocks and would miss a recent use of the key).
+func (a *keyActor) fetchAccessKey(c context.Context) ([]byte, error) {
+	c, cancel := context.WithTimeout(c, a.cfg.CallTimeout)
+	defer cancel()
+	v, err := a.cfg.RPC.ViewAccessKey(c, a.account, a.pk, near.FinalityOptimistic)
+	if err != nil {
+		return nil, err
+	}
+	return json.Marshal(keyView{Nonce: v.Nonce, Height: v.BlockHeight, Hash: v.BlockHash})
+}
+
+// fetchBlock reads the latest final block: its hash can never be forked away, so a
+// transaction signed against it stays valid for the whole window.
+func (a *keyActor) fetchBlock(c context.Context) ([]byte, error) {
+	c, cancel := context.WithTimeout(c, a.cfg.CallTimeout)
+	defer cancel()
+	b, err := a.cfg.RPC.Block(c, near.FinalityFinal)
+	if err != nil {
+		return nil, err
+	}
+	return json.Marshal(b)
+}
+
+func nonceName(n uint64) string { return fmt.Sprint(n) }
+
+func parseNonceName(s string) (uint64, bool) {
+	var n uint64
+	_, err := fmt.Sscan(s, &n)
+	return n, err == nil
+}
+
+// submit queues a new intent, or returns the record of an identical earlier request.
+func (a *keyActor) submit(ctx *actors.Context, req SubmitRequest) ([]byte, error) {
+	c, err := req.check()
+	if err != nil {
+		return nil, err
+	}
+	if r, ok, err := loadRecord(ctx, c.idem); err != nil {
+		return nil, err
+	} else if ok {
+		if string(r.RequestHash) != string(c.requestHash) {
+			return nil, actors.Errorf("idempotency_conflict", "idempotency_key %s was used with another body", kit.Quote(c.idem))
+		}
+		return json.Marshal(Submitted{Intent: r.Intent, Existed: true})
+	}
+	if a.signer == nil {
+		return nil, actors.Errorf("unknown_relayer", "key %s of %s is not configured", a.pk, a.account)
+	}
+	m, err := loadMeta(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if c.delegate != nil && m.Block != nil && c.maxBlock <= m.Block.Height {
+		return nil, actors.Errorf("invalid_delegate", "signed_delegate expired at block %d (the chain is at %d)", c.maxBlock, m.Block.Height)
+	}
+	now := ctx.Now().UnixMilli()
+	r := &record{
+		Intent: Intent{IdempotencyKey: c.idem, AccountID: a.account, PublicKey: a.pk.String(), Status: StatusQueued,
+			CreatedAt: now, UpdatedAt: now},
+		ReceiverID: c.receiverID, Actions: c.actions, SignedDelegate: c.delegate, RequestHash: c.requestHash,
+		Seq: m.NextSeq,
+	}
+	m.NextSeq++
+	if err := putJSON(ctx, keyMeta, m); err != nil {
+		return nil, err
+	}
+	ctx.Put(queueKey(r.Seq), []byte(c.idem))
+	q, err := queuedCount.Get(ctx)
+	if err != nil {
+		return nil, err
+	}
+	queuedCount.Set(ctx, q+1)
+	if err := putJSON(ctx, intentKey(c.idem), r); err != nil {
+		return nil, err
+	}
+	if err := a.driveAndArm(ctx); err != nil {
+		return nil, err
+	}
+	if r, _, err = loadRecord(ctx, c.idem); err != nil {
+		return nil, err
+	}
+	return json.Marshal(Submitted{Intent: r.Intent})
+}
+
+// GetRequest is the body of MethodGet.
+type GetRequest struct {
+	IdempotencyKey string `json:"idempotency_key"`
+}
+
+func (a *keyActor) get(ctx *actors.Context, req GetRequest) ([]byte, error) {
+	r, ok, err := loadRecord(ctx, req.IdempotencyKey)
+	if err != nil {
+		return nil, err
+	}
+	if !ok || (r.terminal() && r.RemoveAt <= ctx.Now().UnixMilli()) {
+		return nil, actors.Errorf("unknown_intent", "no intent %s", kit.Quote(req.IdempotencyKey))
+	}
+	return json.Marshal(r.Intent)
+}
+
+// KeyStatus is the reply of MethodStatus.
+type KeyStatus struct {
+	PublicKey string    `json:"public_key"`
+	NextNonce *uint64   `json:"next_nonce"`
+	Queued    int       `json:"queued"`
+	InFlight  int       `json:"in_flight"`
+	LastError *KeyError `json:"last_error"`
+}
+
+func (a *keyActor) status(ctx *actors.Context) ([]byte, error) {
+	m, err := loadMeta(ctx)
+	if err != nil {
+		return nil, err
+	}
+	q, err := queuedCount.Get(ctx)
+	if err != nil {
+		return nil, err
+	}
+	flights, err := ctx.List(actors.ListOptions{Prefix: prefixFlight})
+	if err != nil {
+		return nil, err
+	}
+	return json.Marshal(KeyStatus{PublicKey: a.pk.String(), NextNonce: m.NextNonce, Queued: q, InFlight: len(flights), LastError: m.LastError})
+}

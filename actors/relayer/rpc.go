@@ -1,0 +1,132 @@
+package relayer
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sync"
+
+	"github.com/shardkeeper/shardkeeper/near"
+)
+
+// RPC is the part of *near.Client the key actor uses: the seam where tests put a fake chain.
+type RPC interface {
+	Block(ctx context.Context, f near.Finality) (near.BlockRef, error)
+	ViewAccessKey(ctx context.Context, accountID string, pk near.PublicKey, f near.Finality) (near.AccessKeyView, error)
+	SendTx(ctx context.Context, signedTx []byte, wait near.TxExecutionStatus) (*near.TxOutcome, error)
+	TxStatus(ctx context.Context, q near.TxQuery) (*near.TxOutcome, error)
+}
+
+var _ RPC = (*near.Client)(nil)
+
+// SendWait is the wait_until of sends: NONE. The node hands the transaction to its client and
+// answers at once, so the answer of a send means the transaction is queued at the node ahead
+// of anything sent after it: that is what keeps a key's sends in nonce order (see sequencer).
+// No refusal comes back at this level; the status query by signed bytes tells it instead.
+// (INCLUDED would bring refusals back from the send itself, but hold each send for a block,
+// and the order of requests on different connections would again be left to the network.)
+const SendWait = near.TxNone
+
+// StatusWait is the wait_until of status queries: NONE, answered at once with how far the
+// transaction got. At any other level nearcore keeps polling a transaction it does not know
+// until its timeout, so a dropped or refused one would never be learned to be unknown. Status
+// is asked with the signed bytes rather than the hash: a node that does not know them checks
+// them and answers the refusal it would give (InvalidNonce, Expired, NotEnoughBalance, …),
+// which proves a stale transaction dead, or rejects the intent, in one question. An intent
+// ends only on an answer at FINAL or EXECUTED (see final in decide.go); until then the poll,
+// about once a block, asks again.
+const StatusWait = near.TxNone
+
+// outcomeJSON carries a TxOutcome from an effect to its handler.
+type outcomeJSON struct {
+	Level  near.TxExecutionStatus `json:"level"`
+	Status json.RawMessage        `json:"status,omitempty"`
+}
+
+func encodeOutcome(o *near.TxOutcome) ([]byte, error) {
+	if o == nil {
+		return json.Marshal(outcomeJSON{})
+	}
+	return json.Marshal(outcomeJSON{Level: o.FinalExecutionStatus, Status: o.Status})
+}
+
+func decodeOutcome(b []byte) (*Outcome, error) {
+	var v outcomeJSON
+	if err := json.Unmarshal(b, &v); err != nil {
+		return nil, fmt.Errorf("decode outcome: %w", err)
+	}
+	o := &near.TxOutcome{FinalExecutionStatus: v.Level, Status: v.Status}
+	return &Outcome{Level: v.Level, Kind: o.Kind(), Status: v.Status}, nil
+}
+
+// sequencer keeps the sends of one activation reaching the node in nonce order: the send of
+// nonce N+1 does not start before the sends of smaller nonces requested before it have been
+// answered (or failed). NEAR applies a key's transactions in nonce order only if the smaller
+// one arrives first: a larger nonce landing first makes every smaller one InvalidNonce, which
+// costs a replacement. Waiting for the request to be written (httptrace's WroteRequest) is not
+// enough: requests on different connections are handled in any order by the node (the fake
+// node's test reproduces it), whereas an answer at NONE means the node has queued the
+// transaction. Sends of one key are thus one round trip apart; pipelining is in what is
+// signed and awaiting inclusion (up to MaxInFlight), not in the sends themselves.
+//
+// The order is taken on the mailbox, where sends are requested in nonce order. Across
+// activations there is no order to keep: a new activation sends nothing before Activate,
+// which re-sends what is in flight in nonce order.
+type sequencer struct {
+	mu      sync.Mutex
+	pending map[uint64]chan struct{} // nonce → closed once its request was written or ended
+}
+
+// ticket is one send's place in the order.
+type ticket struct {
+	s      *sequencer
+	nonce  uint64
+	done   chan struct{}
+	before []chan struct{}
+	once   sync.Once
+}
+
+// take registers a send of nonce, on the mailbox, behind every pending send of a smaller
+// nonce.
+func (s *sequencer) take(nonce uint64) *ticket {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.pending == nil {
+		s.pending = map[uint64]chan struct{}{}
+	}
+	t := &ticket{s: s, nonce: nonce, done: make(chan struct{})}
+	for n, ch := range s.pending {
+		if n < nonce {
+			t.before = append(t.before, ch)
+		}
+	}
+	if old, ok := s.pending[nonce]; ok {
+		t.before = append(t.before, old) // an earlier send of the same bytes
+	}
+	s.pending[nonce] = t.done
+	return t
+}
+
+// wait blocks until every send ahead has been answered or ended, or ctx is done.
+func (t *ticket) wait(ctx context.Context) error {
+	for _, ch := range t.before {
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return nil
+}
+
+// release lets the sends behind go: it was answered, or it ended.
+func (t *ticket) release() {
+	t.once.Do(func() {
+		close(t.done)
+		t.s.mu.Lock()
+		if t.s.pending[t.nonce] == t.done {
+			delete(t.s.pending, t.nonce)
+		}
+		t.s.mu.Unlock()
+	})
+}
