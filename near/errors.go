@@ -19,10 +19,14 @@ func IsOutcomeUnknown(err error) bool { return errors.Is(err, ErrOutcomeUnknown)
 
 // IsRefused reports whether err proves that NEAR refused the transaction sent in this call:
 // a node answered with one of NEAR's InvalidTxError variants (an InvalidTx error), and no
-// attempt of the call left the outcome unknown. It speaks for this send only: a copy of the
-// same transaction sent earlier may have landed before (InvalidNonce is then what a resend
-// gets) — nearcore's send_tx checks that itself when wait_until is not NONE, and a status
-// query by hash settles it otherwise.
+// attempt of the call left the outcome unknown. It speaks for this send only, never for a
+// copy of the same transaction sent earlier, which may have landed before. Such a re-send
+// is refused with InvalidNonce when wait_until is NONE; with another wait_until, nearcore
+// answers an InvalidNonce by looking the transaction up and returns its status if the node
+// knows it. But nearcore checks the block hash's age before the nonce, so once the hash has
+// left the validity window the re-send is refused with Expired, whatever wait_until asks and
+// without that look-up. Only a status answer, by hash or by the signed bytes, tells whether
+// an earlier copy landed.
 func IsRefused(err error) bool {
 	if err == nil || IsOutcomeUnknown(err) {
 		return false
@@ -35,6 +39,11 @@ func IsRefused(err error) bool {
 // (InvalidNonce, NonceTooLarge, Expired, InvalidChain): the same actions signed again with a
 // fresh nonce and block hash may be accepted. Other refusals (NotEnoughBalance,
 // InvalidReceiverId, ...) would refuse a new signature just the same.
+//
+// A stale refusal of a re-send never proves the earlier copy dead: that copy may have landed
+// and used the nonce (InvalidNonce), or landed while its block hash was recent (Expired, as
+// nearcore checks the expiry first). Signing the actions again is safe only once a status
+// query, by hash or by the signed bytes, answers that the transaction is unknown.
 func IsStale(err error) bool {
 	if !IsRefused(err) {
 		return false

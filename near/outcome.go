@@ -41,9 +41,35 @@ type TxOutcome struct {
 	Status json.RawMessage
 	// TransactionHash is the hash the answer reports, when it carries the transaction.
 	TransactionHash *Hash
+	// Receipts are the outcomes of the receipts the transaction caused (receipts_outcome), in
+	// the node's order; empty when the answer carries none (before execution).
+	Receipts []ReceiptOutcome
 	// Raw is the whole result.
 	Raw json.RawMessage
 }
+
+// ReceiptOutcome is one entry of receipts_outcome: the execution outcome of a receipt.
+type ReceiptOutcome struct {
+	// ID is the receipt's id, BlockHash the block it was executed in.
+	ID        string           `json:"id"`
+	BlockHash string           `json:"block_hash"`
+	Outcome   ExecutionOutcome `json:"outcome"`
+}
+
+// ExecutionOutcome is the part of nearcore's ExecutionOutcomeView a client reads. Gas and
+// token figures are left in TxOutcome.Raw: a change in their encoding must not make the
+// whole answer unreadable.
+type ExecutionOutcome struct {
+	// Status is NEAR's ExecutionStatus JSON as it came ({"SuccessValue":…},
+	// {"SuccessReceiptId":…}, {"Failure":{…}}, "Unknown").
+	Status     json.RawMessage `json:"status"`
+	Logs       []string        `json:"logs"`
+	ReceiptIDs []string        `json:"receipt_ids"`
+	ExecutorID string          `json:"executor_id"`
+}
+
+// Failure returns the TxExecutionError of a Failure status, and nil for any other status.
+func (r *ReceiptOutcome) Failure() json.RawMessage { return failureIn(r.Outcome.Status) }
 
 // OutcomeKind classifies a TxOutcome's Status.
 type OutcomeKind int
@@ -73,11 +99,12 @@ func (o *TxOutcome) UnmarshalJSON(data []byte) error {
 		Transaction          *struct {
 			Hash *Hash `json:"hash"`
 		} `json:"transaction"`
+		Receipts []ReceiptOutcome `json:"receipts_outcome"`
 	}
 	if err := json.Unmarshal(data, &v); err != nil {
 		return err
 	}
-	*o = TxOutcome{FinalExecutionStatus: v.FinalExecutionStatus, Raw: append(json.RawMessage(nil), data...)}
+	*o = TxOutcome{FinalExecutionStatus: v.FinalExecutionStatus, Receipts: v.Receipts, Raw: append(json.RawMessage(nil), data...)}
 	if len(v.Status) > 0 && !bytes.Equal(v.Status, []byte("null")) {
 		o.Status = v.Status
 	}
@@ -128,11 +155,40 @@ func (o *TxOutcome) SuccessValue() ([]byte, bool) {
 
 // Failure returns the TxExecutionError of a Failure status ({"ActionError":…} or
 // {"InvalidTxError":…}), and nil for any other status.
-func (o *TxOutcome) Failure() json.RawMessage {
+func (o *TxOutcome) Failure() json.RawMessage { return failureIn(o.Status) }
+
+// ReceiptsFailure returns the TxExecutionError of the first failed receipt in
+// receipts_outcome, and nil when none failed. The transaction's status only follows the
+// chain of receipts whose result is the transaction's: a receipt outside it can fail under a
+// SuccessValue status. A transaction carrying a Delegate action is the common case: its
+// status is the outcome of the receipt that delivers the delegate action, which succeeds
+// once that receipt is created, while the inner actions fail in a receipt of their own.
+func (o *TxOutcome) ReceiptsFailure() json.RawMessage {
+	for i := range o.Receipts {
+		if f := o.Receipts[i].Failure(); f != nil {
+			return f
+		}
+	}
+	return nil
+}
+
+// KindWithReceipts is Kind, except that a succeeded status with a failed receipt counts as
+// failed (see ReceiptsFailure): a succeeded status alone does not mean that every action the
+// transaction carried ran.
+func (o *TxOutcome) KindWithReceipts() OutcomeKind {
+	k := o.Kind()
+	if k == OutcomeSucceeded && o.ReceiptsFailure() != nil {
+		return OutcomeFailed
+	}
+	return k
+}
+
+// failureIn returns the value of status's Failure member, or nil.
+func failureIn(status json.RawMessage) json.RawMessage {
 	var v struct {
 		Failure json.RawMessage `json:"Failure"`
 	}
-	if len(o.Status) == 0 || json.Unmarshal(o.Status, &v) != nil {
+	if len(status) == 0 || json.Unmarshal(status, &v) != nil || bytes.Equal(v.Failure, []byte("null")) {
 		return nil
 	}
 	return v.Failure

@@ -1,6 +1,7 @@
 package relayer
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 
@@ -70,6 +71,23 @@ type Outcome struct {
 	Status []byte // NEAR's FinalExecutionStatus JSON, for the intent's outcome
 }
 
+// OutcomeOf is the Outcome of a send_tx or tx answer, nil for none. A receipt's failure
+// under a succeeded status (the inner actions of a Delegate action, see
+// near.TxOutcome.ReceiptsFailure) fails the outcome, and its Status becomes that failure, so
+// that the intent records why it failed rather than the status that hid it.
+func OutcomeOf(o *near.TxOutcome) *Outcome {
+	if o == nil {
+		return nil
+	}
+	out := &Outcome{Level: o.FinalExecutionStatus, Kind: o.KindWithReceipts(), Status: o.Status}
+	if out.Kind == near.OutcomeFailed && o.Failure() == nil {
+		if st, err := json.Marshal(map[string]json.RawMessage{"Failure": o.ReceiptsFailure()}); err == nil {
+			out.Status = st
+		}
+	}
+	return out
+}
+
 // final reports whether an answer at level is final enough to end an intent: its status can
 // no longer change (FINAL: every receipt's block is final; EXECUTED: included final with its
 // receipts executed).
@@ -105,7 +123,11 @@ func DecideSend(f Flight, o *Outcome, err error) Decision {
 	}
 	if d, ok := refusal(err); ok {
 		if d.Stale {
-			d.Verdict = Query // a copy sent earlier may have landed: the status query tells
+			// A copy sent earlier may have landed: NEAR refuses a re-send of a landed
+			// transaction for its nonce, or as Expired once its block hash is old, since it
+			// checks expiry before it looks for the transaction. Only a status answer that does
+			// not know the transaction lets DecideStatus replace it.
+			d.Verdict = Query
 		}
 		return d
 	}

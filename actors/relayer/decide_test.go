@@ -5,6 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -142,5 +145,103 @@ func TestSequencer(t *testing.T) {
 	t4.release()
 	if len(s.pending) != 0 {
 		t.Fatalf("pending after release: %v", s.pending)
+	}
+}
+
+// A re-send of a transaction that landed earlier is refused for its nonce, or as Expired once
+// its block hash left the validity window (NEAR checks expiry before it looks for the
+// transaction): no stale send refusal may lead to a new signature before a status answer
+// says the transaction is unknown.
+func TestStaleSendRefusalNeverReplaces(t *testing.T) {
+	const window = 100
+	landed := Flight{Nonce: 5, BlockHeight: 1000}
+	stale := []error{
+		expired, invalidNon, nonceNoNumbers,
+		&near.NonceTooLargeError{TxNonce: 5, UpperBound: 1},
+		&near.InvalidTxError{Name: "InvalidChain"},
+	}
+	for _, err := range stale {
+		d := DecideSend(landed, nil, err)
+		if d.Verdict != Query || !d.Stale {
+			t.Errorf("send refused with %v: %s, want a query of a stale flight", err, d)
+		}
+		f := landed
+		f.Stale = d.Stale
+		// Far past the window: only the status answer may tell the transaction dead.
+		for _, a := range []struct {
+			name string
+			o    *Outcome
+			err  error
+			want string
+		}{
+			{"landed", outcome(near.TxFinal, success), nil, "succeeded"},
+			{"landed, not final", outcome(near.TxIncluded, ""), nil, "wait"},
+			{"node timed out", nil, timeoutErr, "wait"},
+			{"no answer", nil, errLostAnswer, "wait"},
+			{"unknown here, open elsewhere", nil, errors.Join(unknownTx, errLostAnswer), "wait"},
+			{"unknown", nil, unknownTx, "replace"},
+		} {
+			if got := DecideStatus(f, 5000, window, a.o, a.err).String(); got != a.want {
+				t.Errorf("send refused with %v, then %s: %s, want %s", err, a.name, got, a.want)
+			}
+		}
+	}
+	if got := DecideSend(landed, nil, expired).String(); got != "query stale block-stale" {
+		t.Errorf("re-send answered Expired: %s, want a query", got)
+	}
+}
+
+// A Delegate action's inner receipt fails under a SuccessValue status: the intent fails, with
+// the receipt's failure as its outcome.
+func TestDelegateReceiptFailure(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join("..", "..", "near", "testdata", "rpc", "tx_delegate_receipt_failure.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var answer struct {
+		Result near.TxOutcome `json:"result"`
+	}
+	if err := json.Unmarshal(b, &answer); err != nil {
+		t.Fatal(err)
+	}
+	if answer.Result.Kind() != near.OutcomeSucceeded {
+		t.Fatalf("the status should hide the failure: %s", answer.Result.Status)
+	}
+	// What the actor stores for the answer (encodeOutcome) reads back as failed.
+	stored, err := encodeOutcome(&answer.Result)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if back, err := decodeOutcome(stored); err != nil || back.Kind != near.OutcomeFailed {
+		t.Fatalf("stored outcome %s reads back as %+v, %v; want failed", stored, back, err)
+	}
+	o := OutcomeOf(&answer.Result)
+	f := Flight{Nonce: 5, BlockHeight: 1000}
+	if got := DecideStatus(f, 1001, 100, o, nil).String(); got != "failed" {
+		t.Errorf("status: %s, want failed", got)
+	}
+	if got := DecideSend(f, o, nil).String(); got != "failed" {
+		t.Errorf("send: %s, want failed", got)
+	}
+	var st struct {
+		Failure json.RawMessage `json:"Failure"`
+	}
+	if json.Unmarshal(o.Status, &st) != nil || !strings.Contains(string(st.Failure), "greeting too long") {
+		t.Errorf("outcome %s, want the receipt's failure", o.Status)
+	}
+	// Stored the way the actor stores an outcome, the failed status keeps the verdict.
+	enc, err := encodeOutcome(&near.TxOutcome{FinalExecutionStatus: o.Level, Status: o.Status})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if back, err := decodeOutcome(enc); err != nil || back.Kind != near.OutcomeFailed {
+		t.Errorf("decoded outcome %+v, %v", back, err)
+	}
+	// Without receipts, or with all of them succeeded, nothing changes.
+	if o := OutcomeOf(&near.TxOutcome{FinalExecutionStatus: near.TxFinal, Status: json.RawMessage(success)}); o.Kind != near.OutcomeSucceeded || string(o.Status) != success {
+		t.Errorf("plain success: %+v", o)
+	}
+	if OutcomeOf(nil) != nil {
+		t.Error("an outcome of no answer")
 	}
 }

@@ -47,7 +47,10 @@ func encodeOutcome(o *near.TxOutcome) ([]byte, error) {
 	if o == nil {
 		return json.Marshal(outcomeJSON{})
 	}
-	return json.Marshal(outcomeJSON{Level: o.FinalExecutionStatus, Status: o.Status})
+	// The receipts-aware verdict: a delegate's inner failure shows only in its receipts, and
+	// the stored status must say so (decodeOutcome then reads it as failed).
+	out := OutcomeOf(o)
+	return json.Marshal(outcomeJSON{Level: out.Level, Status: out.Status})
 }
 
 func decodeOutcome(b []byte) (*Outcome, error) {
