@@ -39,7 +39,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -104,26 +103,43 @@ func FreeAddr(t testing.TB) string {
 }
 
 // FreeAddrOn returns host:port on the local address ip (e.g. "127.0.0.12": all of 127/8 is
-// loopback on Linux) whose port was free, for TCP and for UDP, a moment ago.
+// loopback on Linux) whose port was free, for TCP and for UDP, a moment ago, and that no
+// earlier call of this process returned: a port is not reserved until its node binds it, so
+// without that the next pick, for another node, could return it again. With ip "0.0.0.0" the
+// port was free on every interface (for nodes that bind all of them).
 func FreeAddrOn(t testing.TB, ip string) string {
 	t.Helper()
-	for range 20 {
+	for range 100 {
 		ln, err := net.Listen("tcp", net.JoinHostPort(ip, "0"))
 		if err != nil {
 			t.Fatalf("proc.FreeAddrOn(%s): %v", ip, err)
 		}
 		addr := ln.Addr().String()
+		_, port, _ := net.SplitHostPort(addr)
 		// Gossip binds the same port for UDP: make sure that one is free too.
 		pc, uerr := net.ListenPacket("udp", addr)
 		ln.Close()
-		if uerr == nil {
-			pc.Close()
+		if uerr != nil {
+			continue
+		}
+		pc.Close()
+		handedOutMu.Lock()
+		dup := handedOut[port]
+		handedOut[port] = true
+		handedOutMu.Unlock()
+		if !dup {
 			return addr
 		}
 	}
 	t.Fatalf("proc.FreeAddrOn(%s): no port free for both TCP and UDP", ip)
 	return ""
 }
+
+// handedOut holds every port FreeAddrOn returned in this process.
+var (
+	handedOutMu sync.Mutex
+	handedOut   = map[string]bool{}
+)
 
 // Config describes a node to start.
 type Config struct {
@@ -186,22 +202,21 @@ func Start(t testing.TB, cfg Config) *Node {
 	if cfg.IP == "" {
 		cfg.IP = "127.0.0.1"
 	}
-	if cfg.GossipAddr == "" {
-		cfg.GossipAddr = FreeAddrOn(t, cfg.IP)
-	}
 	if cfg.LogDir == "" {
 		cfg.LogDir = t.TempDir()
 	}
-	// A port is free when picked, not reserved, so the next pick may return it again: the
-	// node's four addresses are picked until they differ.
-	taken := map[string]bool{cfg.GossipAddr: true}
+	// Ports come from FreeAddrOn, which never returns one twice; a node binding every
+	// interface needs them free on all of them, not only on its IP.
+	probe := cfg.IP
+	if cfg.BindAll {
+		probe = "0.0.0.0"
+	}
 	pick := func() string {
-		for {
-			if a := FreeAddrOn(t, cfg.IP); !taken[a] {
-				taken[a] = true
-				return a
-			}
-		}
+		_, port, _ := net.SplitHostPort(FreeAddrOn(t, probe))
+		return net.JoinHostPort(cfg.IP, port)
+	}
+	if cfg.GossipAddr == "" {
+		cfg.GossipAddr = pick()
 	}
 	n := &Node{t: t, Config: cfg, LogPath: filepath.Join(cfg.LogDir, cfg.NodeID+".log"),
 		HTTPAddr: pick(), RaftAddr: pick(), GossipAddr: cfg.GossipAddr, RemoteAddr: pick()}
@@ -484,9 +499,12 @@ func StartCluster(t testing.TB, c ClusterConfig) []*Node {
 		if i < len(c.GIDs) {
 			cfgs[i].GID = c.GIDs[i]
 		}
-		for gossip[i] == "" || slices.Contains(gossip[:i], gossip[i]) {
-			gossip[i] = FreeAddrOn(t, cfgs[i].IP)
+		probe := cfgs[i].IP
+		if c.BindAll {
+			probe = "0.0.0.0"
 		}
+		_, port, _ := net.SplitHostPort(FreeAddrOn(t, probe))
+		gossip[i] = net.JoinHostPort(cfgs[i].IP, port)
 		cfgs[i].GossipAddr = gossip[i]
 	}
 	nodes := make([]*Node, c.N)
