@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/shardkeeper/shardkeeper/actors"
@@ -63,16 +64,22 @@ func Missing(field string) *Error {
 
 // Admin wraps h so that it requires the admin token: with no token configured admin
 // endpoints are disabled (403 admin_disabled); a wrong or missing token is 401 unauthorized.
-// The comparison takes constant time.
 func Admin(token string, h http.HandlerFunc) http.HandlerFunc {
+	return Bearer(token, "admin", h)
+}
+
+// Bearer wraps h so that it requires the bearer token of the paths named what ("admin",
+// "relayer"): with no token configured they are disabled (403 <what>_disabled); a wrong or
+// missing token is 401 unauthorized. The comparison takes constant time.
+func Bearer(token, what string, h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		if token == "" {
-			WriteAPIError(w, Errorf(http.StatusForbidden, "admin_disabled", "admin endpoints are disabled: no admin token is configured"))
+			WriteAPIError(w, Errorf(http.StatusForbidden, what+"_disabled", "%s endpoints are disabled: no %s token is configured", what, what))
 			return
 		}
 		got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
 		if !ok || subtle.ConstantTimeCompare([]byte(got), []byte(token)) != 1 {
-			WriteAPIError(w, Errorf(http.StatusUnauthorized, "unauthorized", "missing or wrong admin token"))
+			WriteAPIError(w, Errorf(http.StatusUnauthorized, "unauthorized", "missing or wrong %s token", what))
 			return
 		}
 		h(w, r)
@@ -113,4 +120,21 @@ func CallRaw(ctx context.Context, c Caller, timeout time.Duration, kind, id, met
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	return c.Call(ctx, kind, id, actors.Request{Method: method, Body: body})
+}
+
+// LateCaller is a Caller whose target is set later: actor kinds are built before the router
+// that reaches the cluster exists, and their effects call through this. Before Set, calls
+// fail with actors.ErrUnavailable.
+type LateCaller struct{ c atomic.Pointer[Caller] }
+
+// Set makes calls go to c.
+func (l *LateCaller) Set(c Caller) { l.c.Store(&c) }
+
+// Call implements Caller.
+func (l *LateCaller) Call(ctx context.Context, kind, id string, req actors.Request) ([]byte, error) {
+	c := l.c.Load()
+	if c == nil {
+		return nil, actors.ErrUnavailable
+	}
+	return (*c).Call(ctx, kind, id, req)
 }

@@ -59,6 +59,12 @@ func Duration(p *time.Duration, name, def, usage string) Option {
 	return Option{Name: name, Default: def, Usage: usage, Value: durationValue{p}}
 }
 
+// List is an option setting *p: comma-separated values (entries trimmed, empty ones dropped);
+// a repeated flag appends. kind names the entries' syntax in --help ("URL").
+func List(p *[]string, name, kind, usage string) Option {
+	return Option{Name: name, Usage: usage, Value: &listValue{p: p, kind: kind}}
+}
+
 // AtLeast is a Check that *p is at least n.
 func AtLeast(p *int, n int) func() error {
 	return func() error {
@@ -169,8 +175,9 @@ func (v durationValue) String() string {
 // from a source replaces the list, later ones from the same source append, so a repeated flag
 // accumulates while a flag still replaces a list that came from the environment or the file.
 type listValue struct {
-	p   *[]string
-	set bool // set from the current source
+	p    *[]string
+	kind string // of an entry, for --help; "" is host:port
+	set  bool   // set from the current source
 }
 
 // newSource makes the next Set replace the list.
@@ -190,7 +197,12 @@ func (v *listValue) Set(s string) error {
 	v.set = true
 	return nil
 }
-func (*listValue) Type() string { return "host:port,..." }
+func (v *listValue) Type() string {
+	if v.kind != "" {
+		return v.kind + ",..."
+	}
+	return "host:port,..."
+}
 func (v *listValue) String() string {
 	if v == nil || v.p == nil {
 		return ""

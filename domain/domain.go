@@ -21,7 +21,9 @@ type Domain struct {
 	// struct, which config.Load parses like the core options.
 	Settings config.Group
 	// Kinds builds the domain's actor kinds from the configuration (its section included).
-	Kinds func(cfg config.Config) []actors.Kind
+	// caller reaches any actor of the cluster once the node serves: for effects, never from a
+	// handler (a handler waiting on another actor holds its mailbox).
+	Kinds func(cfg config.Config, caller api.Caller) []actors.Kind
 	// Routes builds the domain's HTTP routes: caller reaches any actor of the cluster, cfg holds
 	// the core settings (request timeout, admin token) and the domain's.
 	Routes func(caller api.Caller, cfg config.Config) []api.Route
@@ -41,11 +43,11 @@ func Settings(ds []Domain) []config.Group {
 }
 
 // Kinds lists the actor kinds of ds, configured from cfg.
-func Kinds(ds []Domain, cfg config.Config) []actors.Kind {
+func Kinds(ds []Domain, cfg config.Config, caller api.Caller) []actors.Kind {
 	var out []actors.Kind
 	for _, d := range ds {
 		if d.Kinds != nil {
-			out = append(out, d.Kinds(cfg)...)
+			out = append(out, d.Kinds(cfg, caller)...)
 		}
 	}
 	return out

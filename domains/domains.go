@@ -6,11 +6,12 @@ package domains
 import (
 	"github.com/shardkeeper/shardkeeper/actors/device"
 	"github.com/shardkeeper/shardkeeper/actors/oracle"
+	"github.com/shardkeeper/shardkeeper/actors/relayer"
 	"github.com/shardkeeper/shardkeeper/actors/servers"
 	"github.com/shardkeeper/shardkeeper/domain"
 )
 
 // All returns every domain the binary serves.
 func All() []domain.Domain {
-	return []domain.Domain{device.Domain(), servers.Domain(), oracle.Domain()}
+	return []domain.Domain{device.Domain(), servers.Domain(), oracle.Domain(), relayer.Domain()}
 }

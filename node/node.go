@@ -47,6 +47,7 @@ type Node struct {
 	directory  *cluster.Directory
 	reconciler *cluster.Reconciler
 	router     *cluster.Router
+	caller     api.LateCaller // the router, for effects of actor kinds built before it
 	ln         net.Listener
 	http       *http.Server
 	debug      *http.Server // --debug-addr, or nil
@@ -115,7 +116,7 @@ func Start(cfg config.Config, opts Options) (n *Node, err error) {
 	if n.runtime, err = actors.New(actors.Options{
 		Store: n.store, Replicator: host, Partitions: cfg.Partitions, Registerer: n.registry, System: n.system,
 		Logger: logger, RequestTimeout: cfg.RequestTimeout, IdleTimeout: cfg.ActorIdleTimeout,
-	}, domain.Kinds(opts.Domains, cfg)...); err != nil {
+	}, domain.Kinds(opts.Domains, cfg, &n.caller)...); err != nil {
 		return nil, err
 	}
 	host.Start(n.runtime.SetLeader)
@@ -147,6 +148,7 @@ func Start(cfg config.Config, opts Options) (n *Node, err error) {
 		return nil, err
 	}
 
+	n.caller.Set(n.router)
 	mux, err := domain.NewMux(n, n.registry, opts.Domains, n.router, cfg)
 	if err != nil {
 		return nil, err

@@ -1,9 +1,12 @@
 // Package relayer is the NEAR relayer transaction manager domain, in which each configured
 // access key is one actor, the single submitter of that key's transactions. Here: the
-// relayer's access keys (the --relayer-keys file, refused when other users can access it), the
-// rendezvous assignment of intents to an account's keys, and the access-key actor (kind
-// relayer-key, kind.go): its intent records and storage (intent.go), its decisions as pure
-// functions (decide.go), and the RPC seam with the ordering of its sends (rpc.go).
+// relayer's settings and access keys (domain.go; the --relayer-keys file, refused when other
+// users can access it: keys.go), the rendezvous assignment of intents to an account's keys
+// (assign.go), the index that remembers where each idempotency key went (kind relayer-index,
+// index.go), the access-key actor (kind relayer-key, kind.go): its intent records and storage
+// (intent.go), its decisions as pure functions (decide.go), the RPC seam with the ordering of
+// its sends (rpc.go) and the moves of queued intents off removed keys (move.go); and the HTTP
+// routes (http.go).
 //
 // An intent's life: submit stores it queued; once the key's nonce (ViewAccessKey) and a recent
 // final block are known, it is signed in the handler with the next nonce, its bytes and hash

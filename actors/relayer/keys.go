@@ -119,8 +119,11 @@ func ParseKeys(b []byte) (*Keys, error) {
 	return k, nil
 }
 
-// Accounts lists the account ids, sorted.
+// Accounts lists the account ids, sorted. A nil *Keys (no keys file) has none.
 func (k *Keys) Accounts() []string {
+	if k == nil {
+		return nil
+	}
 	out := make([]string, 0, len(k.accounts))
 	for a := range k.accounts {
 		out = append(out, a)
@@ -131,6 +134,9 @@ func (k *Keys) Accounts() []string {
 
 // PublicKeys lists an account's public keys in file order (none for an unknown account).
 func (k *Keys) PublicKeys(account string) []near.PublicKey {
+	if k == nil {
+		return nil
+	}
 	var out []near.PublicKey
 	for _, kp := range k.accounts[account] {
 		out = append(out, kp.PublicKey())
@@ -140,6 +146,9 @@ func (k *Keys) PublicKeys(account string) []near.PublicKey {
 
 // Signer returns the key pair of (account, public key), if configured.
 func (k *Keys) Signer(account string, pk near.PublicKey) (*near.KeyPair, bool) {
+	if k == nil {
+		return nil, false
+	}
 	for _, kp := range k.accounts[account] {
 		if kp.PublicKey() == pk {
 			return kp, true

@@ -51,11 +51,15 @@ const (
 	MethodSubmit = "submit"
 	MethodGet    = "get"
 	MethodStatus = "status"
+	// methodAdopt is submit from another key of the account: a queued intent moving off a
+	// key that is no longer configured (move.go), keeping its creation time.
+	methodAdopt = "adopt"
 )
 
 // Defaults of Config's zero fields.
 const (
 	DefaultMaxInFlight    = 32
+	DefaultMaxQueued      = 10000
 	DefaultRetention      = 168 * time.Hour
 	DefaultPollInterval   = time.Second
 	DefaultValidityBlocks = 86400 // mainnet's transaction validity period
@@ -67,6 +71,11 @@ const (
 type Config struct {
 	Keys *Keys // the signers; a key actor whose key is not here only drives what it signed
 	RPC  RPC
+	// Caller reaches the other actors of the relayer (from effects only; see move.go). Nil
+	// (a key tested alone): queued intents of a removed key stay, and no index is kept.
+	Caller Caller
+	// MaxQueued bounds the accepted, unsigned intents of one key: more are queue_full.
+	MaxQueued int
 	// MaxInFlight bounds the signed, non-terminal transactions of one key.
 	MaxInFlight int
 	// Retention is how long terminal records are kept.
@@ -87,6 +96,12 @@ func (c Config) withDefaults() Config {
 	if c.MaxInFlight <= 0 {
 		c.MaxInFlight = DefaultMaxInFlight
 	}
+	if c.RPC == nil {
+		c.RPC = noRPC{}
+	}
+	if c.MaxQueued <= 0 {
+		c.MaxQueued = DefaultMaxQueued
+	}
 	if c.Retention <= 0 {
 		c.Retention = DefaultRetention
 	}
@@ -103,6 +118,11 @@ func (c Config) withDefaults() Config {
 		c.BlockMaxAge = DefaultBlockMaxAge
 	}
 	return c
+}
+
+// Caller sends a message to any actor of the cluster (api.Caller is one).
+type Caller interface {
+	Call(ctx context.Context, kind, id string, req actors.Request) ([]byte, error)
 }
 
 // Kind is the access-key actor kind.
@@ -193,7 +213,10 @@ func (a *keyActor) end(err error) {
 }
 
 var methods = kit.Dispatch[*keyActor]{Name: "relayer key", Methods: map[string]kit.Method[*keyActor]{
-	MethodSubmit: kit.JSON((*keyActor).submit),
+	MethodSubmit: kit.JSON(func(a *keyActor, ctx *actors.Context, req SubmitRequest) ([]byte, error) {
+		return a.submit(ctx, moveRequest{SubmitRequest: req})
+	}),
+	methodAdopt:  kit.JSON((*keyActor).submit),
 	MethodGet:    kit.JSON((*keyActor).get),
 	MethodStatus: func(a *keyActor, ctx *actors.Context, _ []byte) ([]byte, error) { return a.status(ctx) },
 }}
@@ -242,6 +265,9 @@ func (a *keyActor) reconcile(ctx *actors.Context) error {
 			a.send(ctx, r)
 			a.query(ctx, r)
 		}
+	}
+	if err := a.resumeMoves(ctx); err != nil {
+		return err
 	}
 	return a.driveAndArm(ctx)
 }
@@ -293,6 +319,9 @@ func (a *keyActor) tick(ctx *actors.Context) error {
 			a.query(ctx, r)
 		}
 	}
+	if err := a.resumeMoves(ctx); err != nil {
+		return err
+	}
 	work, err := a.drive(ctx)
 	if err != nil {
 		return err
@@ -322,6 +351,12 @@ func (a *keyActor) collect(ctx *actors.Context) error {
 		}
 		ctx.Delete(intentKey(idem))
 		retention.Delete(ctx, t, idem)
+		if a.cfg.Caller != nil {
+			ctx.Put(forgetKey(idem), []byte{})
+		}
+	}
+	if err := a.forgetIndexed(ctx); err != nil {
+		return err
 	}
 	if len(due) == batch {
 		return a.gc.Set(ctx, now)
@@ -359,6 +394,10 @@ func (a *keyActor) handle(ctx *actors.Context, res actors.EffectResult) error {
 		return a.onTx(ctx, res, strings.TrimPrefix(res.Name, effectSend), true)
 	case strings.HasPrefix(res.Name, effectStatus):
 		return a.onTx(ctx, res, strings.TrimPrefix(res.Name, effectStatus), false)
+	case strings.HasPrefix(res.Name, effectMove):
+		return a.onMove(ctx, res, strings.TrimPrefix(res.Name, effectMove))
+	case res.Name == effectForget:
+		return a.onForget(ctx, res)
 	}
 	return nil
 }
@@ -546,8 +585,9 @@ func (a *keyActor) driveAndArm(ctx *actors.Context) error {
 }
 
 // drive signs and sends queued intents while the key's nonce and a recent block are known and
-// fewer than MaxInFlight are in flight, asking for what is missing. It reports whether
-// anything is queued or in flight.
+// fewer than MaxInFlight are in flight, asking for what is missing; a key no longer
+// configured moves them to the account's other keys instead. It reports whether anything is
+// queued, in flight, moving or to be forgotten in the index.
 func (a *keyActor) drive(ctx *actors.Context) (bool, error) {
 	queued, err := queuedCount.Get(ctx)
 	if err != nil {
@@ -558,8 +598,21 @@ func (a *keyActor) drive(ctx *actors.Context) (bool, error) {
 		return false, err
 	}
 	work := queued > 0 || len(flights) > 0
-	if queued == 0 || a.signer == nil {
+	for _, p := range [][]byte{prefixMoving, prefixForget} {
+		if work {
+			break
+		}
+		pending, err := ctx.List(actors.ListOptions{Prefix: p, Limit: 1})
+		if err != nil {
+			return false, err
+		}
+		work = len(pending) > 0
+	}
+	if queued == 0 {
 		return work, nil
+	}
+	if a.signer == nil {
+		return true, a.moveQueued(ctx, queued)
 	}
 	m, err := loadMeta(ctx)
 	if err != nil {
@@ -730,7 +783,7 @@ func parseNonceName(s string) (uint64, bool) {
 }
 
 // submit queues a new intent, or returns the record of an identical earlier request.
-func (a *keyActor) submit(ctx *actors.Context, req SubmitRequest) ([]byte, error) {
+func (a *keyActor) submit(ctx *actors.Context, req moveRequest) ([]byte, error) {
 	c, err := req.check()
 	if err != nil {
 		return nil, err
@@ -739,7 +792,7 @@ func (a *keyActor) submit(ctx *actors.Context, req SubmitRequest) ([]byte, error
 		return nil, err
 	} else if ok {
 		if string(r.RequestHash) != string(c.requestHash) {
-			return nil, actors.Errorf("idempotency_conflict", "idempotency_key %s was used with another body", kit.Quote(c.idem))
+			return nil, conflict(c.idem)
 		}
 		return json.Marshal(Submitted{Intent: r.Intent, Existed: true})
 	}
@@ -753,10 +806,21 @@ func (a *keyActor) submit(ctx *actors.Context, req SubmitRequest) ([]byte, error
 	if c.delegate != nil && m.Block != nil && c.maxBlock <= m.Block.Height {
 		return nil, actors.Errorf("invalid_delegate", "signed_delegate expired at block %d (the chain is at %d)", c.maxBlock, m.Block.Height)
 	}
+	q, err := queuedCount.Get(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if q >= a.cfg.MaxQueued {
+		return nil, &actors.Error{Code: "queue_full", Message: fmt.Sprintf("key %s of %s has %d intents queued", a.pk, a.account, q), RetryAfter: time.Second}
+	}
 	now := ctx.Now().UnixMilli()
+	created := now
+	if req.CreatedAt > 0 {
+		created = req.CreatedAt
+	}
 	r := &record{
 		Intent: Intent{IdempotencyKey: c.idem, AccountID: a.account, PublicKey: a.pk.String(), Status: StatusQueued,
-			CreatedAt: now, UpdatedAt: now},
+			CreatedAt: created, UpdatedAt: now},
 		ReceiverID: c.receiverID, Actions: c.actions, SignedDelegate: c.delegate, RequestHash: c.requestHash,
 		Seq: m.NextSeq,
 	}
@@ -765,10 +829,6 @@ func (a *keyActor) submit(ctx *actors.Context, req SubmitRequest) ([]byte, error
 		return nil, err
 	}
 	ctx.Put(queueKey(r.Seq), []byte(c.idem))
-	q, err := queuedCount.Get(ctx)
-	if err != nil {
-		return nil, err
-	}
 	queuedCount.Set(ctx, q+1)
 	if err := putJSON(ctx, intentKey(c.idem), r); err != nil {
 		return nil, err
@@ -793,7 +853,7 @@ func (a *keyActor) get(ctx *actors.Context, req GetRequest) ([]byte, error) {
 		return nil, err
 	}
 	if !ok || (r.terminal() && r.RemoveAt <= ctx.Now().UnixMilli()) {
-		return nil, actors.Errorf("unknown_intent", "no intent %s", kit.Quote(req.IdempotencyKey))
+		return nil, unknownIntent(req.IdempotencyKey)
 	}
 	return json.Marshal(r.Intent)
 }

@@ -3,6 +3,7 @@ package relayer
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"sync"
 
@@ -133,3 +134,20 @@ func (t *ticket) release() {
 		t.s.mu.Unlock()
 	})
 }
+
+// noRPC is the RPC of a node without NEAR RPC URLs: every call fails, and what is in flight
+// waits for a configuration that has them.
+type noRPC struct{}
+
+var errNoRPC = errors.New("no NEAR RPC URL is configured (--near-rpc)")
+
+func (noRPC) Block(context.Context, near.Finality) (near.BlockRef, error) {
+	return near.BlockRef{}, errNoRPC
+}
+func (noRPC) ViewAccessKey(context.Context, string, near.PublicKey, near.Finality) (near.AccessKeyView, error) {
+	return near.AccessKeyView{}, errNoRPC
+}
+func (noRPC) SendTx(context.Context, []byte, near.TxExecutionStatus) (*near.TxOutcome, error) {
+	return nil, errNoRPC
+}
+func (noRPC) TxStatus(context.Context, near.TxQuery) (*near.TxOutcome, error) { return nil, errNoRPC }

@@ -1,0 +1,128 @@
+package relayer
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/shardkeeper/shardkeeper/actors"
+	"github.com/shardkeeper/shardkeeper/api"
+	"github.com/shardkeeper/shardkeeper/config"
+	"github.com/shardkeeper/shardkeeper/domain"
+	"github.com/shardkeeper/shardkeeper/near"
+)
+
+// Options are the relayer's settings. The keys file and the token file are read when the
+// configuration loads, so that a bad file stops the process at start with a message naming
+// the flag (and never its content).
+type Options struct {
+	KeysFile    string        // --relayer-keys
+	Token       string        // --relayer-token
+	TokenFile   string        // --relayer-token-file
+	RPC         []string      // --near-rpc
+	Retention   time.Duration // --relayer-retention
+	MaxInFlight int           // --relayer-max-in-flight
+
+	keys   *Keys // loaded from KeysFile
+	client *near.Client
+}
+
+// Keys returns the loaded keys (nil: no keys file).
+func (o Options) Keys() *Keys { return o.keys }
+
+// Settings are the relayer's options.
+var Settings = config.NewSection("NEAR relayer", func(o *Options) []config.Option {
+	return []config.Option{
+		config.String(&o.KeysFile, "relayer-keys", "", `JSON file {"accounts":[{"account_id","keys":["ed25519:<base58 secret key>",…]}]} of the relayer's access keys; enables the relayer (refused if other users can read it)`).Checked(o.loadKeys),
+		config.String(&o.Token, "relayer-token", "", "bearer token of the relayer paths; empty disables them (prefer --relayer-token-file)"),
+		config.String(&o.TokenFile, "relayer-token-file", "", "file holding the relayer token (not shown in ps)").Checked(o.loadToken),
+		config.List(&o.RPC, "near-rpc", "URL", "NEAR JSON-RPC URLs, tried in order").Checked(o.checkRPC),
+		config.Duration(&o.Retention, "relayer-retention", "168h", "how long terminal intent records are kept").Checked(config.Positive(&o.Retention)),
+		config.Int(&o.MaxInFlight, "relayer-max-in-flight", "32", "signed, not yet final transactions per access key").Checked(config.AtLeast(&o.MaxInFlight, 1)),
+	}
+})
+
+// Load reads the keys and token files and checks the RPC URLs, as loading the configuration
+// does: for a configuration built in code (tests).
+func (o *Options) Load() error {
+	return errors.Join(o.loadKeys(), o.loadToken(), o.checkRPC())
+}
+
+func (o *Options) loadKeys() error {
+	o.keys = nil
+	if o.KeysFile == "" {
+		return nil
+	}
+	k, err := LoadKeys(o.KeysFile)
+	if err != nil {
+		return err
+	}
+	o.keys = k
+	return nil
+}
+
+func (o *Options) loadToken() error {
+	if o.TokenFile == "" {
+		return nil
+	}
+	if o.Token != "" {
+		return errors.New("give --relayer-token or --relayer-token-file, not both")
+	}
+	b, err := os.ReadFile(o.TokenFile)
+	if err != nil {
+		return fmt.Errorf("read the token file: %w", errors.Unwrap(err))
+	}
+	if o.Token = strings.TrimSpace(string(b)); o.Token == "" {
+		return errors.New("the token file is empty")
+	}
+	return nil
+}
+
+func (o *Options) checkRPC() error {
+	o.client = nil
+	if len(o.RPC) == 0 {
+		if o.KeysFile != "" {
+			return errors.New("--relayer-keys needs the NEAR RPC URLs to send to")
+		}
+		return nil
+	}
+	c, err := near.NewClient(o.RPC)
+	if err != nil {
+		return err
+	}
+	o.client = c
+	return nil
+}
+
+// codes are the error codes of the relayer's actors and routes, with their HTTP statuses.
+var codes = map[string]int{
+	"relayer_disabled":     http.StatusForbidden,
+	"unknown_relayer":      http.StatusNotFound,
+	"unknown_intent":       http.StatusNotFound,
+	"idempotency_conflict": http.StatusConflict,
+	"queue_full":           http.StatusTooManyRequests,
+	"unsupported_action":   http.StatusBadRequest,
+	"invalid_delegate":     http.StatusBadRequest,
+}
+
+// Domain is the NEAR relayer transaction manager (the contract's "Relayer transaction
+// manager").
+func Domain() domain.Domain {
+	return domain.Domain{
+		Name:     "relayer",
+		Settings: Settings,
+		Kinds: func(cfg config.Config, caller api.Caller) []actors.Kind {
+			o := Settings.Get(cfg)
+			kc := Config{Keys: o.keys, Caller: caller, MaxInFlight: o.MaxInFlight, Retention: o.Retention}
+			if o.client != nil { // a nil *near.Client in the interface would not be nil
+				kc.RPC = o.client
+			}
+			return []actors.Kind{Kind(kc), IndexKind()}
+		},
+		Routes: routes,
+		Codes:  codes,
+	}
+}
