@@ -1,9 +1,10 @@
 // Package client is a typed Go client of shardkeeper's HTTP API (api/openapi.yaml): device
-// attestation registries, server registries, the nonce oracle and the operational endpoints.
+// attestation registries, server registries, the nonce oracle, the relayer transaction manager
+// and the operational endpoints.
 //
 // The calls of every domain live in this one package, a file per domain (devices.go,
-// servers.go, nonces.go), because a Go client is one type with methods and its users import one
-// package; a new domain adds its file here.
+// servers.go, nonces.go, relayer.go), because a Go client is one type with methods and its
+// users import one package; a new domain adds its file here.
 //
 // A Client is safe for concurrent use. Calls take a context; its deadline bounds the whole
 // call, retries included. With several base URLs (the nodes of a cluster) attempts go round
@@ -34,11 +35,12 @@ const maxResponse = 16 << 20
 
 // Client calls one shardkeeper cluster.
 type Client struct {
-	bases      []string // base URLs without a trailing slash
-	next       atomic.Uint64
-	hc         *http.Client
-	adminToken string
-	retry      RetryPolicy
+	bases        []string // base URLs without a trailing slash
+	next         atomic.Uint64
+	hc           *http.Client
+	adminToken   string
+	relayerToken string
+	retry        RetryPolicy
 
 	// Seams for tests; production values are set by New.
 	sleep     func(context.Context, time.Duration) error
@@ -56,6 +58,10 @@ func WithHTTPClient(hc *http.Client) Option { return func(c *Client) { c.hc = hc
 
 // WithAdminToken sets the bearer token sent on admin endpoints (the deletes).
 func WithAdminToken(token string) Option { return func(c *Client) { c.adminToken = token } }
+
+// WithRelayerToken sets the bearer token sent on the relayer endpoints (/v1/relayers/...),
+// the server's --relayer-token. It is sent there only, and the admin token never is.
+func WithRelayerToken(token string) Option { return func(c *Client) { c.relayerToken = token } }
 
 // WithRetryPolicy sets the retry policy (default DefaultRetryPolicy; NoRetry disables retries).
 func WithRetryPolicy(p RetryPolicy) Option { return func(c *Client) { c.retry = p.normalized() } }
@@ -108,6 +114,8 @@ type call struct {
 	path       string // escaped path, starting with "/"
 	body       any    // marshalled as JSON when non-nil
 	admin      bool   // send the admin token
+	relayer    bool   // send the relayer token
+	poll       bool   // a long poll: the HTTP client's own Timeout does not apply, ctx governs
 	idempotent bool   // may be resent after a transport error (see RetryPolicy)
 	single     bool   // one attempt whatever the policy
 }
@@ -168,10 +176,18 @@ func (c *Client) once(ctx context.Context, cl call, body []byte, out any) (int, 
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
-	if cl.admin && c.adminToken != "" {
-		req.Header.Set("Authorization", "Bearer "+c.adminToken)
+	if token := c.bearer(cl); token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
 	}
-	resp, err := c.hc.Do(req)
+	hc := c.hc
+	if cl.poll && hc.Timeout > 0 {
+		// The server holds a long poll's answer up to its wait; a Timeout set for ordinary
+		// calls would cut it. Only the context bounds it.
+		nc := *hc
+		nc.Timeout = 0
+		hc = &nc
+	}
+	resp, err := hc.Do(req)
 	if err != nil {
 		return 0, &transportError{err}
 	}
@@ -189,6 +205,17 @@ func (c *Client) once(ctx context.Context, cl call, body []byte, out any) (int, 
 		}
 	}
 	return resp.StatusCode, nil
+}
+
+// bearer is the token cl sends as Authorization: Bearer, "" for none.
+func (c *Client) bearer(cl call) string {
+	switch {
+	case cl.admin:
+		return c.adminToken
+	case cl.relayer:
+		return c.relayerToken
+	}
+	return ""
 }
 
 // decodeError builds the *APIError of a non-2xx answer.

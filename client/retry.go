@@ -17,7 +17,8 @@ import (
 //     reached a server, so sending it again (to the next base URL) cannot apply it twice;
 //   - any other transport error (reset connection, timeout while waiting for the answer), only
 //     on idempotent calls: reads, register device, server heartbeat, deletes, nonce consume and
-//     device verify (both made idempotent by a request_id). Issue nonce and challenge are not
+//     device verify (both made idempotent by a request_id), and relayer submits (idempotent by
+//     their idempotency_key). Issue nonce and challenge are not
 //     idempotent — the first attempt may have been applied — so such an error is returned to
 //     the caller, who alone knows whether a second nonce or challenge is acceptable (a lost one
 //     is harmless: it expires unused).
