@@ -117,14 +117,22 @@ func (r *accessKeyResult) validate() error {
 // refusal comes back as an InvalidTx error, and then waits up to its polling timeout, after
 // which it answers a *TimeoutError (outcome unknown).
 func (c *Client) SendTx(ctx context.Context, signedTx []byte, wait TxExecutionStatus) (*TxOutcome, error) {
+	params, err := sendTxParams(signedTx, wait)
+	if err != nil {
+		return nil, err
+	}
+	return c.txCall(ctx, "send_tx", params)
+}
+
+// sendTxParams are the params of a send_tx of signedTx waiting until wait.
+func sendTxParams(signedTx []byte, wait TxExecutionStatus) (map[string]any, error) {
 	if err := wait.check(); err != nil {
 		return nil, fmt.Errorf("near rpc send_tx: %w", err)
 	}
-	params := map[string]any{
+	return map[string]any{
 		"signed_tx_base64": base64.StdEncoding.EncodeToString(signedTx),
 		"wait_until":       wait,
-	}
-	return c.txCall(ctx, "send_tx", params)
+	}, nil
 }
 
 // TxQuery asks for a transaction's status: by Hash and SenderID, or by the signed transaction

@@ -150,15 +150,9 @@ func (ep *endpoint) setDownUntil(t time.Time) {
 
 // call runs method with params and decodes the result into out (a pointer).
 func (c *Client) call(ctx context.Context, method string, params, out any) error {
-	id := strconv.FormatUint(c.nextID.Add(1), 10)
-	body, err := json.Marshal(struct {
-		JSONRPC string `json:"jsonrpc"`
-		ID      string `json:"id"`
-		Method  string `json:"method"`
-		Params  any    `json:"params"`
-	}{"2.0", id, method, params})
+	id, body, err := c.encodeRequest(method, params)
 	if err != nil {
-		return fmt.Errorf("near rpc %s: encode request: %w", method, err)
+		return err
 	}
 	var failures []error
 	for _, ep := range c.order() {
@@ -179,6 +173,21 @@ func (c *Client) call(ctx context.Context, method string, params, out any) error
 		ep.setDownUntil(c.now().Add(c.cooldown))
 	}
 	return fmt.Errorf("near rpc %s: no endpoint answered: %w", method, errors.Join(failures...))
+}
+
+// encodeRequest returns a fresh request id and the JSON-RPC request of method with params.
+func (c *Client) encodeRequest(method string, params any) (id string, body []byte, err error) {
+	id = strconv.FormatUint(c.nextID.Add(1), 10)
+	body, err = json.Marshal(struct {
+		JSONRPC string `json:"jsonrpc"`
+		ID      string `json:"id"`
+		Method  string `json:"method"`
+		Params  any    `json:"params"`
+	}{"2.0", id, method, params})
+	if err != nil {
+		return "", nil, fmt.Errorf("near rpc %s: encode request: %w", method, err)
+	}
+	return id, body, nil
 }
 
 // callOne posts body to ep. It returns a *TransportError when no JSON-RPC answer came, an
@@ -205,6 +214,16 @@ func (c *Client) callOne(ctx context.Context, ep *endpoint, method, id string, b
 	if len(data) > maxResponse {
 		return fail(resp.StatusCode, true, "answer exceeds %d bytes", maxResponse)
 	}
+	return decodeAnswer(ep, method, id, resp.StatusCode, data, out)
+}
+
+// decodeAnswer reads the answer of ep to the request id of method: HTTP status and body. It
+// returns a *TransportError when the answer is not a JSON-RPC answer, an *RPCError when the
+// node answered an error, and nil once out holds the result.
+func decodeAnswer(ep *endpoint, method, id string, status int, data []byte, out any) error {
+	fail := func(status int, unknown bool, format string, args ...any) error {
+		return &TransportError{Endpoint: ep.name, StatusCode: status, Err: fmt.Errorf(format, args...), unknown: unknown}
+	}
 	var msg struct {
 		ID     json.RawMessage `json:"id"`
 		Result json.RawMessage `json:"result"`
@@ -212,7 +231,7 @@ func (c *Client) callOne(ctx context.Context, ep *endpoint, method, id string, b
 	}
 	parsed := json.Unmarshal(data, &msg) == nil && (msg.Error != nil || len(msg.Result) > 0)
 
-	switch s := resp.StatusCode; {
+	switch s := status; {
 	case s == http.StatusRequestTimeout || s == http.StatusTooManyRequests || s >= 500:
 		// Whatever the body says, the request may have gone through (a proxy timed out while
 		// the node worked on it). Keep the node's error, if the body is one, for errors.As.
@@ -227,20 +246,20 @@ func (c *Client) callOne(ctx context.Context, ep *endpoint, method, id string, b
 		return fail(s, false, "%s", http.StatusText(s))
 	}
 	if !parsed {
-		return fail(resp.StatusCode, true, "the answer is not a JSON-RPC response")
+		return fail(status, true, "the answer is not a JSON-RPC response")
 	}
 	if msg.Error != nil {
 		return msg.Error.toError(method)
 	}
 	if string(msg.ID) != strconv.Quote(id) {
-		return fail(resp.StatusCode, true, "the answer's id %s is not the request's %q", msg.ID, id)
+		return fail(status, true, "the answer's id %s is not the request's %q", msg.ID, id)
 	}
 	if err := json.Unmarshal(msg.Result, out); err != nil {
-		return fail(resp.StatusCode, true, "decode %s result: %w", method, err)
+		return fail(status, true, "decode %s result: %w", method, err)
 	}
 	if v, ok := out.(validator); ok {
 		if err := v.validate(); err != nil {
-			return fail(resp.StatusCode, true, "%s result: %w", method, err)
+			return fail(status, true, "%s result: %w", method, err)
 		}
 	}
 	return nil
