@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"net/url"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -27,11 +28,19 @@ import (
 // nonce N+1 to follow nonce N starts the send of N+1 once the send of N reported its request
 // written (the written callback of SendTx).
 //
+// The order survives a broken connection: the requests written on it and not answered are
+// written again, identical and in their order, on the next connection, before any request of
+// a later call (send_tx of the same signed bytes is idempotent, so a request the node did
+// handle before the connection broke may be written again). Without that, the requests
+// behind a lost one would fail, and the next call's request, on a new connection, would reach
+// the node before them: a larger nonce landing first makes every smaller one InvalidNonce. The
+// request at the head of a connection when it breaks is written again at most MaxReplays
+// times (it may be one the node cannot handle); the calls behind it are not charged for it.
+//
 // It uses its Client's endpoints in the Client's order (those in cool-down last): it sticks
-// to the endpoint it is connected to, and dials the next one when a dial fails. It does not
-// try another endpoint for a request once written: that would break the order. It ignores
-// the Client's http.Client, except for its Timeout and its *http.Transport's TLS settings
-// and dialer (not its proxy).
+// to the endpoint it is connected to, and dials the next one when a dial fails or the
+// connection broke on a fault. It ignores the Client's http.Client, except for its Timeout and
+// its *http.Transport's TLS settings and dialer (not its proxy).
 //
 // An OrderedSender is safe for concurrent use. Close releases its connection.
 type OrderedSender struct {
@@ -41,8 +50,19 @@ type OrderedSender struct {
 
 	mu     sync.Mutex // held while a request is built and written: the order of the requests
 	conn   *orderedConn
-	closed bool
+	closed atomic.Bool // set under mu; read by a connection that breaks
+
+	// lost holds the calls of broken connections that wait to be written again, in order:
+	// they go before any other request (see replayLocked). Guarded by lostMu, which is taken
+	// under mu or under an orderedConn's mu, and never waits for either.
+	lostMu   sync.Mutex
+	lost     []*orderedCall
+	replayer bool // a goroutine is about to replay lost
 }
+
+// MaxReplays is how many times the request at the head of a connection that broke is written
+// again on a new connection before its call fails as outcome unknown.
+const MaxReplays = 3
 
 // DefaultOrderedIdle is how long an OrderedSender keeps an idle connection open: less than
 // the 5 s keep-alive of actix-web (nearcore's HTTP server), so that the sender, rather than
@@ -83,11 +103,13 @@ func (s *OrderedSender) SetIdleTimeout(d time.Duration) {
 // goes behind this one's.
 //
 // A failure of the connection (a write or a read fails, the server closes it, an answer that
-// is not HTTP, no answer within the Client's timeout) fails this call and every call whose
-// request was written after it with an error for which IsOutcomeUnknown is true; the next call
-// dials again. A call whose ctx ends before its answer returns an outcome-unknown error too,
-// and its answer, when it comes, is discarded. As with Client, HTTP 408, 429 and 5xx answers
-// and a node's TIMEOUT_ERROR leave the outcome unknown.
+// is not HTTP, no answer within the Client's timeout) has the requests not answered written
+// again on a new connection (see OrderedSender); a call fails with an error for which
+// IsOutcomeUnknown is true when its request was at the head of MaxReplays+1 broken
+// connections, when no endpoint can be dialed for its replay, or when s is closed. A call
+// whose ctx ends before its answer returns an outcome-unknown error too, and its request
+// keeps its place (it is still written again if its connection breaks). As with Client, HTTP
+// 408, 429 and 5xx answers and a node's TIMEOUT_ERROR leave the outcome unknown.
 func (s *OrderedSender) SendTx(ctx context.Context, signedTx []byte, wait TxExecutionStatus, written func()) (*TxOutcome, error) {
 	call, err := s.write(ctx, signedTx, wait)
 	if written != nil {
@@ -107,16 +129,23 @@ func (s *OrderedSender) SendTx(ctx context.Context, signedTx []byte, wait TxExec
 // fail (outcome unknown), later calls fail with ErrSenderClosed.
 func (s *OrderedSender) Close() error {
 	s.mu.Lock()
-	s.closed = true
+	s.closed.Store(true)
 	oc := s.conn
 	s.conn = nil
 	s.mu.Unlock()
 	if oc != nil {
-		oc.fail(errors.New("the ordered sender was closed"), false)
+		oc.fail(errClosed, false)
 		<-oc.done
 	}
+	s.lostMu.Lock()
+	lost := s.lost
+	s.lost = nil
+	s.lostMu.Unlock()
+	answerAll(lost, s.c.endpoints[0], errClosed)
 	return nil
 }
+
+var errClosed = errors.New("the ordered sender was closed")
 
 // write writes the request of a send_tx onto the connection, dialing one if needed, and
 // returns the call that waits for its answer.
@@ -132,17 +161,18 @@ func (s *OrderedSender) write(ctx context.Context, signedTx []byte, wait TxExecu
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.closed {
+	if s.closed.Load() {
 		return nil, ErrSenderClosed
 	}
 	if err := ctx.Err(); err != nil {
 		// Nothing was written; as Client, the error does not say so.
 		return nil, fmt.Errorf("near rpc %s: %w", method, &TransportError{Endpoint: s.c.endpoints[0].name, Err: err, unknown: true})
 	}
-	call := &orderedCall{method: method, id: id, answer: make(chan orderedAnswer, 1)}
+	call := &orderedCall{method: method, id: id, body: body, answer: make(chan orderedAnswer, 1)}
 	// A connection found broken when the call joins its queue (it went idle, the server
 	// closed it) is replaced once; a fresh one broken at once is a failure of the call.
 	for attempt := 0; ; attempt++ {
+		s.replayLocked()
 		if s.conn == nil {
 			oc, err := s.dial(ctx, method)
 			if err != nil {
@@ -150,24 +180,113 @@ func (s *OrderedSender) write(ctx context.Context, signedTx []byte, wait TxExecu
 			}
 			s.conn = oc
 		}
-		call.ep = s.conn.ep
-		req, err := newRPCRequest(s.conn.ep, body)
-		if err != nil {
-			return nil, fmt.Errorf("near rpc %s: %w", method, &TransportError{Endpoint: s.conn.ep.name, Err: fmt.Errorf("build request: %w", withoutURL(err))})
-		}
-		if s.conn.enqueue(call, s.timeout) {
-			oc := s.conn
-			if err := oc.writeRequest(req, s.timeout); err != nil {
-				// The queue, this call included, fails: bytes may have left.
-				oc.fail(fmt.Errorf("write request: %w", err), true)
-				s.conn = nil
-			}
+		call.firstEp = s.conn.ep
+		if s.writeLocked(call) {
 			return call, nil
 		}
-		s.conn = nil
 		if attempt > 0 {
-			return nil, fmt.Errorf("near rpc %s: %w", method, &TransportError{Endpoint: call.ep.name, Err: errors.New("the connection closed at once"), unknown: true})
+			return nil, fmt.Errorf("near rpc %s: %w", method, &TransportError{Endpoint: call.firstEp.name, Err: errors.New("the connection closed at once"), unknown: true})
 		}
+	}
+}
+
+// writeLocked puts call on the current connection and writes its request: it reports false
+// when the connection no longer takes requests. Once call joined, it is answered whatever
+// happens: a write that fails stops the connection's writes (see stopWrites), and its
+// unanswered calls, this one included, wait for their replay. s.mu is held.
+func (s *OrderedSender) writeLocked(call *orderedCall) bool {
+	oc := s.conn
+	if !oc.enqueue(call, s.timeout) {
+		return false
+	}
+	req, err := newRPCRequest(oc.ep, call.body)
+	if err == nil {
+		err = oc.writeRequest(req, s.timeout)
+	}
+	if err != nil {
+		oc.stopWrites()
+	}
+	return true
+}
+
+// retireLocked drops the current connection once it takes no more requests, after its reader
+// ended: its unanswered calls are then among the lost ones, ahead of anything written later.
+// s.mu is held.
+func (s *OrderedSender) retireLocked() {
+	if s.conn != nil && !s.conn.writable() {
+		<-s.conn.done
+		s.conn = nil
+	}
+}
+
+// replayLocked writes the lost calls again, in their order, on a new connection, until none
+// is left: a connection that breaks meanwhile puts its calls back at the front, followed by
+// those not yet written. When no endpoint can be dialed, the lost calls fail. s.mu is held.
+func (s *OrderedSender) replayLocked() {
+	for {
+		s.retireLocked()
+		s.lostMu.Lock()
+		lost := s.lost
+		s.lost = nil
+		s.lostMu.Unlock()
+		if len(lost) == 0 {
+			return
+		}
+		if s.closed.Load() {
+			answerAll(lost, s.c.endpoints[0], errClosed)
+			return
+		}
+		if s.conn == nil {
+			oc, err := s.dial(context.Background(), lost[0].method)
+			if err != nil {
+				answerAll(lost, s.c.endpoints[0], err)
+				continue
+			}
+			s.conn = oc
+		}
+		for i, call := range lost {
+			joined := s.writeLocked(call)
+			if joined && s.conn.writable() {
+				continue
+			}
+			// Broken: its calls are lost again; those not on it yet follow them.
+			rest := lost[i:]
+			if joined {
+				rest = lost[i+1:]
+			}
+			s.retireLocked()
+			s.lostMu.Lock()
+			s.lost = append(s.lost, rest...)
+			s.lostMu.Unlock()
+			break
+		}
+	}
+}
+
+// loseCalls takes the unanswered calls of a broken connection, in order, for their replay, and
+// starts a replay unless one is about to run or a call under way will do it first.
+func (s *OrderedSender) loseCalls(calls []*orderedCall) {
+	s.lostMu.Lock()
+	s.lost = append(s.lost, calls...)
+	start := !s.replayer
+	s.replayer = true
+	s.lostMu.Unlock()
+	if start {
+		go func() {
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			s.lostMu.Lock()
+			s.replayer = false
+			s.lostMu.Unlock()
+			s.replayLocked()
+		}()
+	}
+}
+
+// answerAll fails calls with err (outcome unknown).
+func answerAll(calls []*orderedCall, ep *endpoint, err error) {
+	for _, c := range calls {
+		c.answer <- orderedAnswer{ep: ep, err: &TransportError{Endpoint: ep.name, Err: err, unknown: true}}
 	}
 }
 
@@ -193,7 +312,7 @@ func (s *OrderedSender) dial(ctx context.Context, method string) (*orderedConn, 
 	for _, ep := range s.c.order() {
 		nc, err := s.dialOne(ctx, ep)
 		if err == nil {
-			return newOrderedConn(s.c, ep, nc, s.idle), nil
+			return newOrderedConn(s, ep, nc, s.idle), nil
 		}
 		// As Client does: whether a request could have gone out is not looked into.
 		failures = append(failures, &TransportError{Endpoint: ep.name, Err: fmt.Errorf("dial: %w", withoutURL(err)), unknown: true})
@@ -252,12 +371,17 @@ func (s *OrderedSender) dialOne(ctx context.Context, ep *endpoint) (net.Conn, er
 // orderedCall is one request written on a connection, waiting for its answer.
 type orderedCall struct {
 	method, id string
-	ep         *endpoint
-	deadline   time.Time          // the answer must have come by then
-	answer     chan orderedAnswer // buffered: the reader never waits for a caller that left
+	body       []byte
+	firstEp    *endpoint          // where the request was first written
+	answer     chan orderedAnswer // buffered, one answer: the reader never waits for a caller that left
+
+	// Guarded by the mu of the connection the call is on.
+	deadline time.Time // the answer must have come by then
+	replays  int       // connections that broke with this call at their head
 }
 
 type orderedAnswer struct {
+	ep     *endpoint // that answered, or failed to
 	status int
 	data   []byte
 	err    error // a *TransportError: no answer
@@ -270,22 +394,23 @@ func (c *orderedCall) await(ctx context.Context, out any) error {
 		if a.err != nil {
 			return fmt.Errorf("near rpc %s: %w", c.method, a.err)
 		}
-		err := decodeAnswer(c.ep, c.method, c.id, a.status, a.data, out)
+		err := decodeAnswer(a.ep, c.method, c.id, a.status, a.data, out)
 		var te *TransportError
 		if !errors.As(err, &te) {
-			c.ep.setDownUntil(time.Time{}) // a JSON-RPC answer: the endpoint works
+			a.ep.setDownUntil(time.Time{}) // a JSON-RPC answer: the endpoint works
 			return err
 		}
 		return fmt.Errorf("near rpc %s: %w", c.method, err)
 	case <-ctx.Done():
 		// The request is on its way: its answer will be read (and dropped) in its turn.
-		return fmt.Errorf("near rpc %s: %w", c.method, &TransportError{Endpoint: c.ep.name,
+		return fmt.Errorf("near rpc %s: %w", c.method, &TransportError{Endpoint: c.firstEp.name,
 			Err: fmt.Errorf("no answer before the call ended: %w", ctx.Err()), unknown: true})
 	}
 }
 
 // orderedConn is one connection and the calls whose requests it carries, in order.
 type orderedConn struct {
+	s    *OrderedSender
 	c    *Client
 	ep   *endpoint
 	nc   net.Conn
@@ -294,25 +419,26 @@ type orderedConn struct {
 	idle time.Duration
 	done chan struct{} // closed when the reader ended
 
-	mu     sync.Mutex
-	queue  []*orderedCall // written (or being written), not answered, in order
-	broken bool
-	idleAt time.Time // with an empty queue, when the connection is closed as idle
+	mu       sync.Mutex
+	queue    []*orderedCall // written (or being written), not answered, in order
+	broken   bool
+	draining bool      // a write failed: no more requests; the answers already sent are read
+	idleAt   time.Time // with an empty queue, when the connection is closed as idle
 }
 
-func newOrderedConn(c *Client, ep *endpoint, nc net.Conn, idle time.Duration) *orderedConn {
-	oc := &orderedConn{c: c, ep: ep, nc: nc, bw: bufio.NewWriter(nc), br: bufio.NewReader(nc), idle: idle,
+func newOrderedConn(s *OrderedSender, ep *endpoint, nc net.Conn, idle time.Duration) *orderedConn {
+	oc := &orderedConn{s: s, c: s.c, ep: ep, nc: nc, bw: bufio.NewWriter(nc), br: bufio.NewReader(nc), idle: idle,
 		done: make(chan struct{}), idleAt: time.Now().Add(idle)}
 	oc.nc.SetReadDeadline(oc.idleAt)
 	go oc.read()
 	return oc
 }
 
-// enqueue adds call to the queue, unless the connection is broken.
+// enqueue adds call to the queue, unless the connection takes no more requests.
 func (oc *orderedConn) enqueue(call *orderedCall, timeout time.Duration) bool {
 	oc.mu.Lock()
 	defer oc.mu.Unlock()
-	if oc.broken {
+	if oc.broken || oc.draining {
 		return false
 	}
 	call.deadline = time.Now().Add(timeout)
@@ -332,8 +458,36 @@ func (oc *orderedConn) writeRequest(req *http.Request, timeout time.Duration) er
 	return oc.bw.Flush()
 }
 
-// fail breaks the connection: it closes it and fails every call in the queue with err. fault
-// marks the endpoint down, as Client does after a failure to get an answer.
+// writable reports whether the connection takes requests.
+func (oc *orderedConn) writable() bool {
+	oc.mu.Lock()
+	defer oc.mu.Unlock()
+	return !oc.broken && !oc.draining
+}
+
+// stopWrites ends the connection after a failed write: it takes no more requests, but the
+// reader still reads the answers the node sent (a write fails when the node reset the
+// connection, whose earlier answers may wait unread) for up to drainTime, and then fails it.
+func (oc *orderedConn) stopWrites() {
+	oc.mu.Lock()
+	defer oc.mu.Unlock()
+	if oc.broken || oc.draining {
+		return
+	}
+	oc.draining = true
+	if cw, ok := oc.nc.(interface{ CloseWrite() error }); ok {
+		cw.CloseWrite() // a live node sees the end of the requests and closes after answering
+	}
+	oc.nc.SetReadDeadline(time.Now().Add(drainTime))
+}
+
+// drainTime bounds the reading of a connection whose write failed.
+const drainTime = time.Second
+
+// fail breaks the connection: it closes it and hands its calls to the sender for their replay
+// (see OrderedSender), except the head's after MaxReplays and every call once the sender is
+// closed, which fail with err. fault marks the endpoint down, as Client does after a failure
+// to get an answer, so that the replay goes to another endpoint first.
 func (oc *orderedConn) fail(err error, fault bool) {
 	oc.mu.Lock()
 	defer oc.mu.Unlock()
@@ -346,13 +500,27 @@ func (oc *orderedConn) failLocked(err error, fault bool) {
 	}
 	oc.broken = true
 	oc.nc.Close()
-	for _, c := range oc.queue {
-		c.answer <- orderedAnswer{err: &TransportError{Endpoint: oc.ep.name, Err: err, unknown: true}}
+	queue := oc.queue
+	oc.queue = nil
+	if len(queue) == 0 {
+		return
 	}
-	if fault && len(oc.queue) > 0 {
+	if fault {
 		oc.ep.setDownUntil(oc.c.now().Add(oc.c.cooldown))
 	}
-	oc.queue = nil
+	if oc.s.closed.Load() {
+		answerAll(queue, oc.ep, err)
+		return
+	}
+	if head := queue[0]; head.replays >= MaxReplays {
+		answerAll(queue[:1], oc.ep, fmt.Errorf("%w (the request was written %d times)", err, head.replays+1))
+		queue = queue[1:]
+	} else {
+		head.replays++
+	}
+	if len(queue) > 0 {
+		oc.s.loseCalls(queue)
+	}
 }
 
 // read reads the answers in order and hands each to the call at the head of the queue, until
@@ -377,6 +545,11 @@ func (oc *orderedConn) read() {
 				}
 				if len(oc.queue) > 0 && !now.Before(oc.queue[0].deadline) {
 					oc.failLocked(errors.New("no answer in time"), true)
+					oc.mu.Unlock()
+					return
+				}
+				if oc.draining {
+					oc.failLocked(errors.New("a write failed, and the answers stopped"), true)
 					oc.mu.Unlock()
 					return
 				}
@@ -410,7 +583,7 @@ func (oc *orderedConn) read() {
 		head := oc.queue[0]
 		oc.queue[0] = nil
 		oc.queue = oc.queue[1:]
-		head.answer <- orderedAnswer{status: status, data: data}
+		head.answer <- orderedAnswer{ep: oc.ep, status: status, data: data}
 		if closing {
 			oc.failLocked(errors.New("the server closed the connection before the answer"), false)
 			oc.mu.Unlock()
@@ -422,8 +595,12 @@ func (oc *orderedConn) read() {
 	}
 }
 
-// setDeadlineLocked sets the read deadline: the answer at the head's, or the idle one.
+// setDeadlineLocked sets the read deadline: the answer at the head's, or the idle one (or
+// leaves the drain's).
 func (oc *orderedConn) setDeadlineLocked() {
+	if oc.draining {
+		return
+	}
 	if len(oc.queue) > 0 {
 		oc.nc.SetReadDeadline(oc.queue[0].deadline)
 	} else {

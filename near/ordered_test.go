@@ -1,10 +1,13 @@
 package near_test
 
 import (
+	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -81,6 +84,24 @@ type rpcServer struct {
 	reqs   atomic.Int32
 	conns  atomic.Int32
 	closed chan struct{} // a value per connection closed
+
+	mu  sync.Mutex
+	txs []string // the signed_tx_base64 of every request, in the order handled
+}
+
+// handled returns the first byte of each transaction sent, in the order the server handled
+// them (dummyTxs numbers them so).
+func (s *rpcServer) handled() []byte {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []byte
+	for _, b64 := range s.txs {
+		b, _ := base64.StdEncoding.DecodeString(b64)
+		if len(b) > 0 {
+			out = append(out, b[0])
+		}
+	}
+	return out
 }
 
 func newRPCServer(t *testing.T, handle func(n int32, w http.ResponseWriter, id string) bool) *rpcServer {
@@ -91,10 +112,16 @@ func newRPCServer(t *testing.T, handle func(n int32, w http.ResponseWriter, id s
 		var req struct {
 			ID     string `json:"id"`
 			Method string `json:"method"`
+			Params struct {
+				Tx string `json:"signed_tx_base64"`
+			} `json:"params"`
 		}
 		if err := json.NewDecoder(r.Body).Decode(&req); err != nil || req.Method != "send_tx" {
 			t.Errorf("request %d: %+v, %v", n, req, err)
 		}
+		s.mu.Lock()
+		s.txs = append(s.txs, req.Params.Tx)
+		s.mu.Unlock()
 		if handle != nil && handle(n, w, req.ID) {
 			return
 		}
@@ -270,7 +297,7 @@ func TestOrderedSenderConnectionDropped(t *testing.T) {
 		case 1:
 			<-gate // until every request is on the connection
 		case 3:
-			hijackClose(t, w)
+			hijackClose(t, w) // handled, then the answer is lost with the connection
 			return true
 		}
 		return false
@@ -280,29 +307,105 @@ func TestOrderedSenderConnectionDropped(t *testing.T) {
 	waitClosed(t, written, "every request written")
 	close(gate)
 	for i, ch := range results {
-		r := wait(t, ch)
-		if i < 2 {
-			if r.err != nil {
-				t.Fatalf("send %d: %v", i, r.err)
-			}
-			continue
-		}
-		if !near.IsOutcomeUnknown(r.err) {
-			t.Fatalf("send %d: got %v, want outcome unknown", i, r.err)
-		}
-		var te *near.TransportError
-		if !errors.As(r.err, &te) {
-			t.Fatalf("send %d: %v is not a TransportError", i, r.err)
+		if r := wait(t, ch); r.err != nil {
+			t.Fatalf("send %d: %v", i, r.err)
 		}
 	}
-	if got := srv.reqs.Load(); got != 3 {
-		t.Fatalf("the server handled %d requests, want 3 (the rest died with the connection)", got)
+	// The requests behind the lost answer died with the connection; they were written again,
+	// in order, with the one whose answer was lost, before anything else.
+	if got, want := srv.handled(), []byte{0, 1, 2, 2, 3, 4}; !bytes.Equal(got, want) {
+		t.Fatalf("the server handled %v, want %v", got, want)
 	}
 	if _, err := s.SendTx(context.Background(), []byte{9}, near.TxNone, nil); err != nil {
 		t.Fatalf("send after the drop: %v", err)
 	}
 	if got := srv.conns.Load(); got != 2 {
 		t.Fatalf("%d connections, want 2", got)
+	}
+}
+
+// Connections that break again and again (every third request kills one) still deliver a
+// stream of sends in order: each request reaches the node, and a later call's request never
+// goes before an earlier one's.
+func TestOrderedSenderKeepsOrderAcrossBreaks(t *testing.T) {
+	srv := newRPCServer(t, func(n int32, w http.ResponseWriter, _ string) bool {
+		if n%3 == 0 {
+			hijackClose(t, w)
+			return true
+		}
+		return false
+	})
+	s := newSender(t, srv.srv.URL)
+	const n = 40
+	results, _ := sendChain(t, s, dummyTxs(n), nil)
+	for i, ch := range results {
+		if r := wait(t, ch); r.err != nil {
+			t.Fatalf("send %d: %v", i, r.err)
+		}
+	}
+	got := srv.handled()
+	var high int = -1
+	seen := map[byte]bool{}
+	for i, b := range got {
+		// A replay starts again at the oldest unanswered request: never past one not seen yet.
+		if int(b) > high+1 {
+			t.Fatalf("request %d carried tx %d before tx %d was handled: %v", i, b, high+1, got)
+		}
+		high = max(high, int(b))
+		seen[b] = true
+	}
+	if len(seen) != n {
+		t.Fatalf("%d of %d transactions reached the server: %v", len(seen), n, got)
+	}
+	t.Logf("%d transactions in %d requests on %d connections", n, len(got), srv.conns.Load())
+}
+
+// A request that breaks every connection it is written on fails as outcome unknown after
+// MaxReplays replays; the calls behind it are not charged for it, and get their answers.
+func TestOrderedSenderPoisonRequest(t *testing.T) {
+	gate := make(chan struct{})
+	srv := newRPCServer(t, nil)
+	srv.srv.Config.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		var req struct {
+			ID     string `json:"id"`
+			Params struct {
+				Tx string `json:"signed_tx_base64"`
+			} `json:"params"`
+		}
+		json.Unmarshal(body, &req)
+		srv.mu.Lock()
+		srv.txs = append(srv.txs, req.Params.Tx)
+		first := len(srv.txs) == 1
+		srv.mu.Unlock()
+		if first {
+			<-gate
+		}
+		if b, _ := base64.StdEncoding.DecodeString(req.Params.Tx); len(b) > 0 && b[0] == 1 {
+			hijackClose(t, w)
+			return
+		}
+		answerNone(w, req.ID)
+	})
+	s := newSender(t, srv.srv.URL)
+	results, written := sendChain(t, s, dummyTxs(4), nil)
+	waitClosed(t, written, "every request written")
+	close(gate)
+	for i, ch := range results {
+		r := wait(t, ch)
+		if i == 1 {
+			if !near.IsOutcomeUnknown(r.err) {
+				t.Fatalf("poison send: got %v, want outcome unknown", r.err)
+			}
+			continue
+		}
+		if r.err != nil {
+			t.Fatalf("send %d: %v", i, r.err)
+		}
+	}
+	got := srv.handled()
+	if n := bytes.Count(got, []byte{1}); n != near.MaxReplays+1 {
+		t.Fatalf("the poison request was handled %d times, want %d: %v", n, near.MaxReplays+1, got)
 	}
 }
 
@@ -498,8 +601,8 @@ func TestOrderedSenderIdle(t *testing.T) {
 	}
 }
 
-// An answer that does not come within the client's timeout fails the calls waiting with
-// outcome unknown.
+// An answer that does not come within the client's timeout, on every connection the request is
+// written again on (MaxReplays), fails the calls waiting with outcome unknown.
 func TestOrderedSenderAnswerTimeout(t *testing.T) {
 	gate := make(chan struct{})
 	defer close(gate)
