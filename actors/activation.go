@@ -163,6 +163,9 @@ func (a *activation) Receive(c actor.Context) {
 		a.maybePassivate(c)
 	case *actor.Stopped:
 		a.effects.close()
+		if d, ok := a.handler.(Deactivator); ok {
+			a.invoke(func() ([]byte, error) { d.Deactivate(); return nil, nil })
+		}
 		a.rt.metrics.active.WithLabelValues(a.kind.Name).Dec()
 		a.rt.live.Done()
 	}

@@ -151,7 +151,11 @@ func (s *effectSet) enqueue(fx []*effect) {
 	met.waiting.Add(float64(len(fx)))
 	// Workers never idle: each runs an effect or is about to take the next. One per queued
 	// effect, up to the bound, may start a few that find the queue empty and exit at once.
-	for n := min(rt.opts.MaxEffectsPerActor-s.workers, len(s.queue)); n > 0; n-- {
+	bound := rt.opts.MaxEffectsPerActor
+	if k := s.act.kind.MaxEffects; k > 0 {
+		bound = k
+	}
+	for n := min(bound-s.workers, len(s.queue)); n > 0; n-- {
 		s.workers++
 		rt.effectWorkers.Add(1) // before the set closes, so before Close waits (see Runtime.Close)
 		go s.work(s.ctx)

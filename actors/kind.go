@@ -22,7 +22,8 @@ type Request struct {
 // new one on the next message, so cached state is never trusted past a failure: what a
 // Handler caches must be derivable from its storage.
 //
-// Besides Receive, a Handler may implement AlarmHandler, EffectHandler and Activator.
+// Besides Receive, a Handler may implement AlarmHandler, EffectHandler, Activator and
+// Deactivator.
 type Handler interface {
 	// Receive handles one message. Writes made through ctx are committed with the message
 	// when Receive returns a nil error or an *Error (a domain outcome), and discarded for any
@@ -42,6 +43,15 @@ type Activator interface {
 	// writes and effects, and the activation retires at once: the messages queued for it are
 	// answered as not applied, and the next message tries a new activation.
 	Activate(ctx *Context) error
+}
+
+// Deactivator is implemented by handlers that hold something outside storage for the life of
+// their activation (a connection, metric series of their own).
+type Deactivator interface {
+	// Deactivate runs once when the activation ends — passivated, retired after a failure, or
+	// its partition no longer led here — after its last message, with its effects cancelled.
+	// It must not block or do I/O.
+	Deactivate()
 }
 
 // AlarmHandler is implemented by handlers that set alarms.
@@ -71,6 +81,10 @@ type Kind struct {
 	// New creates the handler of a new activation. It must not do I/O: state is read
 	// through the Context of the first message (Activate, if the handler implements it).
 	New func(id string) Handler
+	// MaxEffects, when positive, bounds the effect functions of one activation of this kind
+	// running at once instead of Options.MaxEffectsPerActor: for a kind whose actors keep many
+	// calls to the outside world going (the relayer's pipelined keys).
+	MaxEffects int
 }
 
 var kindName = regexp.MustCompile(`^[a-z][a-z0-9_-]{0,31}$`)

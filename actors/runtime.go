@@ -32,10 +32,11 @@ type Options struct {
 	MaxBatchMessages int           // messages per Raft command at most: 1024
 	AlarmBackoff     time.Duration // first retry delay of a failed alarm, doubling: 2s
 	MaxAlarmRetries  int           // failed retries before an alarm is parked: 6
-	// MaxEffects bounds the effect functions running at once on this node: 256. It protects
+	// MaxEffects bounds the effect functions running at once on this node: 1024. It protects
 	// the node (goroutines, sockets, the outside services) from a flood of effects.
 	MaxEffects int
-	// MaxEffectsPerActor bounds the effect functions of one activation running at once: 16.
+	// MaxEffectsPerActor bounds the effect functions of one activation running at once: 16
+	// (Kind.MaxEffects overrides it for a kind).
 	// It keeps one busy actor from taking every slot of MaxEffects. Effects beyond either
 	// bound wait, in the order their commits completed, without holding up any mailbox.
 	MaxEffectsPerActor int
@@ -88,7 +89,7 @@ func New(opts Options, kinds ...Kind) (*Runtime, error) {
 		opts.MaxAlarmRetries = 6
 	}
 	if opts.MaxEffects <= 0 {
-		opts.MaxEffects = 256
+		opts.MaxEffects = 1024
 	}
 	if opts.MaxEffectsPerActor <= 0 {
 		opts.MaxEffectsPerActor = 16

@@ -410,3 +410,50 @@ func TestReadsRequireVerifiedLeadership(t *testing.T) {
 		t.Fatalf("read on a node that cannot verify its leadership: %v, want ErrUnavailable", err)
 	}
 }
+
+// deactivated is a kind whose activations count their Deactivate calls per id.
+type deactivated struct {
+	mu    sync.Mutex
+	calls map[string]int
+}
+
+type deactivatedHandler struct {
+	d  *deactivated
+	id string
+}
+
+func (h *deactivatedHandler) Receive(*actors.Context, actors.Request) ([]byte, error) {
+	return nil, nil
+}
+
+func (h *deactivatedHandler) Deactivate() {
+	h.d.mu.Lock()
+	h.d.calls[h.id]++
+	h.d.mu.Unlock()
+}
+
+func (d *deactivated) count(id string) int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.calls[id]
+}
+
+// Deactivate runs once when an activation ends: passivated, or its partition no longer led.
+func TestDeactivate(t *testing.T) {
+	d := &deactivated{calls: map[string]int{}}
+	kind := actors.Kind{Name: "deact", New: func(id string) actors.Handler { return &deactivatedHandler{d: d, id: id} }}
+	e := actortest.New(t, actortest.Options{Runtime: actors.Options{IdleTimeout: 50 * time.Millisecond}}, kind)
+	e.MustCall("deact", "idle", "x", nil)
+	await.True(t, 5*time.Second, "deactivated after passivation", func() bool { return d.count("idle") == 1 })
+
+	e2 := actortest.New(t, actortest.Options{}, kind)
+	e2.MustCall("deact", "led", "x", nil)
+	if n := d.count("led"); n != 0 {
+		t.Fatalf("deactivated %d times while active", n)
+	}
+	e2.Runtime.SetLeader(actors.PartitionOf("deact", "led", actortest.Partitions), false)
+	await.True(t, 5*time.Second, "deactivated after leadership loss", func() bool { return d.count("led") == 1 })
+	if n := d.count("idle"); n != 1 {
+		t.Fatalf("the passivated activation was deactivated %d times", n)
+	}
+}

@@ -20,10 +20,9 @@ type Domain struct {
 	// Settings are the domain's options (nil: none): a *config.Section of the domain's own typed
 	// struct, which config.Load parses like the core options.
 	Settings config.Group
-	// Kinds builds the domain's actor kinds from the configuration (its section included).
-	// caller reaches any actor of the cluster once the node serves: for effects, never from a
-	// handler (a handler waiting on another actor holds its mailbox).
-	Kinds func(cfg config.Config, caller api.Caller) []actors.Kind
+	// Kinds builds the domain's actor kinds from the configuration (its section included) and
+	// what the node gives them (Env).
+	Kinds func(cfg config.Config, env Env) []actors.Kind
 	// Routes builds the domain's HTTP routes: caller reaches any actor of the cluster, cfg holds
 	// the core settings (request timeout, admin token) and the domain's.
 	Routes func(caller api.Caller, cfg config.Config) []api.Route
@@ -42,12 +41,26 @@ func Settings(ds []Domain) []config.Group {
 	return out
 }
 
+// Env is what a node gives the actor kinds of its domains.
+type Env struct {
+	// Caller reaches any actor of the cluster once the node serves: for effects, never from a
+	// handler (a handler waiting on another actor holds its mailbox). Nil in tests of kinds
+	// alone.
+	Caller api.Caller
+	// Registerer takes the domain's own metrics (the node's /metrics). Domain.Kinds is called
+	// once per node; Kinds gives a registry of its own when nil.
+	Registerer prometheus.Registerer
+}
+
 // Kinds lists the actor kinds of ds, configured from cfg.
-func Kinds(ds []Domain, cfg config.Config, caller api.Caller) []actors.Kind {
+func Kinds(ds []Domain, cfg config.Config, env Env) []actors.Kind {
+	if env.Registerer == nil {
+		env.Registerer = prometheus.NewRegistry()
+	}
 	var out []actors.Kind
 	for _, d := range ds {
 		if d.Kinds != nil {
-			out = append(out, d.Kinds(cfg, caller)...)
+			out = append(out, d.Kinds(cfg, env)...)
 		}
 	}
 	return out

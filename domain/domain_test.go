@@ -77,7 +77,7 @@ func TestNewMuxConflicts(t *testing.T) {
 func TestLists(t *testing.T) {
 	sec := config.NewSection("s", func(p *int) []config.Option { return []config.Option{config.Int(p, "dt-n", "4", "")} })
 	ds := []domain.Domain{
-		{Name: "a", Settings: sec, Kinds: func(c config.Config, _ api.Caller) []actors.Kind {
+		{Name: "a", Settings: sec, Kinds: func(c config.Config, _ domain.Env) []actors.Kind {
 			return []actors.Kind{{Name: "k" + strings.Repeat("x", sec.Get(c))}}
 		}},
 		teapot("b", "GET /b", nil),
@@ -85,7 +85,7 @@ func TestLists(t *testing.T) {
 	if g := domain.Settings(ds); len(g) != 1 || g[0] != config.Group(sec) {
 		t.Fatalf("Settings = %v", g)
 	}
-	if k := domain.Kinds(ds, config.Default(), nil); len(k) != 1 || k[0].Name != "kxxxx" {
+	if k := domain.Kinds(ds, config.Default(), domain.Env{}); len(k) != 1 || k[0].Name != "kxxxx" {
 		t.Fatalf("Kinds = %v", k)
 	}
 	if r := domain.Routes(ds, nil, config.Default()); len(r) != 1 || r[0].Pattern != "GET /b" {

@@ -110,11 +110,11 @@ func TestDomainsFitTogether(t *testing.T) {
 			t.Errorf("domain name %q is empty or taken", d.Name)
 		}
 		names[d.Name] = true
-		if d.Kinds == nil || len(d.Kinds(cfg, nil)) == 0 {
+		if d.Kinds == nil || len(d.Kinds(cfg, domain.Env{Registerer: prometheus.NewRegistry()})) == 0 {
 			t.Errorf("domain %s has no kinds", d.Name)
 		}
 	}
-	for _, k := range domain.Kinds(domains.All(), cfg, nil) {
+	for _, k := range domain.Kinds(domains.All(), cfg, domain.Env{}) {
 		if kinds[k.Name] {
 			t.Errorf("kind %s twice", k.Name)
 		}

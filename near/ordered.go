@@ -168,7 +168,7 @@ func (s *OrderedSender) write(ctx context.Context, signedTx []byte, wait TxExecu
 		// Nothing was written; as Client, the error does not say so.
 		return nil, fmt.Errorf("near rpc %s: %w", method, &TransportError{Endpoint: s.c.endpoints[0].name, Err: err, unknown: true})
 	}
-	call := &orderedCall{method: method, id: id, body: body, answer: make(chan orderedAnswer, 1)}
+	call := &orderedCall{client: s.c, start: time.Now(), method: method, id: id, body: body, answer: make(chan orderedAnswer, 1)}
 	// A connection found broken when the call joins its queue (it went idle, the server
 	// closed it) is replaced once; a fresh one broken at once is a failure of the call.
 	for attempt := 0; ; attempt++ {
@@ -370,6 +370,8 @@ func (s *OrderedSender) dialOne(ctx context.Context, ep *endpoint) (net.Conn, er
 
 // orderedCall is one request written on a connection, waiting for its answer.
 type orderedCall struct {
+	client     *Client
+	start      time.Time
 	method, id string
 	body       []byte
 	firstEp    *endpoint          // where the request was first written
@@ -387,10 +389,12 @@ type orderedAnswer struct {
 	err    error // a *TransportError: no answer
 }
 
-// await waits for the answer and decodes it into out as Client does.
-func (c *orderedCall) await(ctx context.Context, out any) error {
+// await waits for the answer and decodes it into out as Client does, and reports it to the
+// Client's observer.
+func (c *orderedCall) await(ctx context.Context, out any) (err error) {
 	select {
 	case a := <-c.answer:
+		defer func() { c.client.observed(c.method, a.ep, c.start, err) }()
 		if a.err != nil {
 			return fmt.Errorf("near rpc %s: %w", c.method, a.err)
 		}

@@ -34,7 +34,37 @@ type Client struct {
 	http      *http.Client
 	cooldown  time.Duration
 	now       func() time.Time
+	observe   func(Observation)
 	nextID    atomic.Uint64
+}
+
+// Observation is one JSON-RPC request to one endpoint, as WithObserver reports it.
+type Observation struct {
+	Method   string
+	Endpoint string        // without credentials or query
+	Took     time.Duration // from the start of the request to its answer or failure
+	// Outcome is "ok" (a result), "error" (the node answered an error about the request) or
+	// "unknown" (no answer, or one that leaves the outcome unknown: IsOutcomeUnknown).
+	Outcome string
+}
+
+// WithObserver has f called after every request to an endpoint (each endpoint tried, and
+// each send of an OrderedSender), for metrics. f must not block.
+func WithObserver(f func(Observation)) Option { return func(c *Client) { c.observe = f } }
+
+// observed reports a request of method to ep that started at start and ended with err.
+func (c *Client) observed(method string, ep *endpoint, start time.Time, err error) {
+	if c.observe == nil {
+		return
+	}
+	o := Observation{Method: method, Endpoint: ep.name, Took: time.Since(start), Outcome: "ok"}
+	switch {
+	case IsOutcomeUnknown(err):
+		o.Outcome = "unknown"
+	case err != nil:
+		o.Outcome = "error"
+	}
+	c.observe(o)
 }
 
 // Defaults of a Client.
@@ -156,7 +186,9 @@ func (c *Client) call(ctx context.Context, method string, params, out any) error
 	}
 	var failures []error
 	for _, ep := range c.order() {
+		start := time.Now()
 		err := c.callOne(ctx, ep, method, id, body, out)
+		c.observed(method, ep, start, err)
 		var te *TransportError
 		if !errors.As(err, &te) {
 			ep.setDownUntil(time.Time{})

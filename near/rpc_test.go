@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -680,5 +681,43 @@ func TestNewClientChecksURLs(t *testing.T) {
 	}
 	if _, err := NewClient([]string{"https://rpc.mainnet.near.org", "http://127.0.0.1:3030"}); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// The observer sees every request to every endpoint: its method, the endpoint without its
+// secrets, and whether it brought a result, a node's error or no answer.
+func TestObserver(t *testing.T) {
+	down := newFakeNode(t, func(w http.ResponseWriter, _ *http.Request, _ rpcRequest) {
+		http.Error(w, "busy", http.StatusServiceUnavailable)
+	})
+	var calls int
+	up := newFakeNode(t, func(w http.ResponseWriter, _ *http.Request, req rpcRequest) {
+		calls++
+		if calls == 1 {
+			replyFile(t, w, req, http.StatusOK, "block.json")
+		} else {
+			replyFile(t, w, req, http.StatusOK, "error_unknown_account.json")
+		}
+	})
+	var got []string
+	c := newTestClient(t, []string{down.srv.URL + "/?apikey=secret", up.srv.URL}, WithObserver(func(o Observation) {
+		if o.Took <= 0 {
+			t.Errorf("observation %+v took nothing", o)
+		}
+		got = append(got, fmt.Sprintf("%s %s %s", o.Method, o.Endpoint, o.Outcome))
+	}))
+	if _, err := c.Block(context.Background(), FinalityFinal); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Block(context.Background(), FinalityFinal); err == nil {
+		t.Fatal("want the node's error")
+	}
+	want := []string{
+		"block " + down.srv.URL + "/ unknown", "block " + up.srv.URL + " ok",
+		// The first endpoint cools down: tried last, after the answer.
+		"block " + up.srv.URL + " error",
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("observed:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }

@@ -116,7 +116,7 @@ func Start(cfg config.Config, opts Options) (n *Node, err error) {
 	if n.runtime, err = actors.New(actors.Options{
 		Store: n.store, Replicator: host, Partitions: cfg.Partitions, Registerer: n.registry, System: n.system,
 		Logger: logger, RequestTimeout: cfg.RequestTimeout, IdleTimeout: cfg.ActorIdleTimeout,
-	}, domain.Kinds(opts.Domains, cfg, &n.caller)...); err != nil {
+	}, domain.Kinds(opts.Domains, cfg, domain.Env{Caller: &n.caller, Registerer: n.registry})...); err != nil {
 		return nil, err
 	}
 	host.Start(n.runtime.SetLeader)

@@ -4,7 +4,6 @@ import (
 	"net/http"
 
 	"github.com/shardkeeper/shardkeeper/actors"
-	"github.com/shardkeeper/shardkeeper/api"
 	"github.com/shardkeeper/shardkeeper/config"
 	"github.com/shardkeeper/shardkeeper/domain"
 )
@@ -40,7 +39,7 @@ func Domain() domain.Domain {
 	return domain.Domain{
 		Name:     "device",
 		Settings: Settings,
-		Kinds:    func(cfg config.Config, _ api.Caller) []actors.Kind { return []actors.Kind{Kind(Settings.Get(cfg))} },
+		Kinds:    func(cfg config.Config, _ domain.Env) []actors.Kind { return []actors.Kind{Kind(Settings.Get(cfg))} },
 		Routes:   routes,
 		Codes:    codes,
 	}

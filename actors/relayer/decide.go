@@ -62,6 +62,9 @@ type Decision struct {
 	// BlockStale: the block hash the key signs with is too old (Expired, or past the window);
 	// a new one is needed before signing again.
 	BlockStale bool
+	// Landed: the transaction is in a block, not final yet. Its nonce is spent on chain, so it
+	// no longer counts against the key's pipeline (MaxInFlight).
+	Landed bool
 }
 
 // Outcome is the part of a send_tx or tx answer the decisions read.
@@ -170,7 +173,8 @@ func DecideStatus(f Flight, head, window uint64, o *Outcome, err error) Decision
 		if d, ok := terminal(o); ok {
 			return d
 		}
-		return Decision{Verdict: Wait} // known, not final yet
+		// Known, not final yet.
+		return Decision{Verdict: Wait, Landed: o != nil && o.Level != near.TxNone && o.Level != ""}
 	}
 	if d, ok := refusal(err); ok {
 		if d.Stale {
@@ -197,8 +201,8 @@ func DecideStatus(f Flight, head, window uint64, o *Outcome, err error) Decision
 func NextNonce(lastUsed, chain uint64) uint64 { return max(lastUsed, chain) + 1 }
 
 // Signable is how many queued intents may be signed now: none until the key's nonce and a
-// recent block hash are known, then as many as keep at most maxInFlight signed and
-// non-terminal.
+// recent block hash are known, then as many as keep at most maxInFlight signed and not
+// known to have landed (inFlight).
 func Signable(nonceKnown, blockKnown bool, queued, inFlight, maxInFlight int) int {
 	if !nonceKnown || !blockKnown || inFlight >= maxInFlight {
 		return 0
@@ -222,6 +226,9 @@ func (d Decision) String() string {
 	}
 	if d.BlockStale {
 		s += " block-stale"
+	}
+	if d.Landed {
+		s += " landed"
 	}
 	return s
 }

@@ -78,7 +78,8 @@ func TestDecideStatus(t *testing.T) {
 		{"final success", Flight{BlockHeight: 1000}, 1001, outcome(near.TxFinal, success), nil, "succeeded"},
 		{"final failure", Flight{BlockHeight: 1000}, 1001, outcome(near.TxFinal, failure), nil, "failed"},
 		{"executed counts as final", Flight{BlockHeight: 1000}, 1001, outcome(near.TxExecuted, success), nil, "succeeded"},
-		{"known, not final", Flight{BlockHeight: 1000}, 1001, outcome(near.TxIncluded, ""), nil, "wait"},
+		{"known, not final", Flight{BlockHeight: 1000}, 1001, outcome(near.TxIncluded, ""), nil, "wait landed"},
+		{"known, not included yet", Flight{BlockHeight: 1000}, 1001, outcome(near.TxNone, ""), nil, "wait"},
 		{"unknown, within the window", Flight{BlockHeight: 1000}, 1100, nil, unknownTx, "resend"},
 		{"unknown, head behind the block", Flight{BlockHeight: 1000}, 900, nil, unknownTx, "resend"},
 		{"unknown, head unknown", Flight{BlockHeight: 1000}, 0, nil, unknownTx, "resend"},
@@ -175,7 +176,7 @@ func TestStaleSendRefusalNeverReplaces(t *testing.T) {
 			want string
 		}{
 			{"landed", outcome(near.TxFinal, success), nil, "succeeded"},
-			{"landed, not final", outcome(near.TxIncluded, ""), nil, "wait"},
+			{"landed, not final", outcome(near.TxIncluded, ""), nil, "wait landed"},
 			{"node timed out", nil, timeoutErr, "wait"},
 			{"no answer", nil, errLostAnswer, "wait"},
 			{"unknown here, open elsewhere", nil, errors.Join(unknownTx, errLostAnswer), "wait"},

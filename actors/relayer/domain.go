@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/shardkeeper/shardkeeper/actors"
-	"github.com/shardkeeper/shardkeeper/api"
 	"github.com/shardkeeper/shardkeeper/config"
 	"github.com/shardkeeper/shardkeeper/domain"
 	"github.com/shardkeeper/shardkeeper/near"
@@ -26,8 +25,7 @@ type Options struct {
 	Retention   time.Duration // --relayer-retention
 	MaxInFlight int           // --relayer-max-in-flight
 
-	keys   *Keys // loaded from KeysFile
-	client *near.Client
+	keys *Keys // loaded from KeysFile
 }
 
 // Keys returns the loaded keys (nil: no keys file).
@@ -82,19 +80,14 @@ func (o *Options) loadToken() error {
 }
 
 func (o *Options) checkRPC() error {
-	o.client = nil
 	if len(o.RPC) == 0 {
 		if o.KeysFile != "" {
 			return errors.New("--relayer-keys needs the NEAR RPC URLs to send to")
 		}
 		return nil
 	}
-	c, err := near.NewClient(o.RPC)
-	if err != nil {
-		return err
-	}
-	o.client = c
-	return nil
+	_, err := near.NewClient(o.RPC)
+	return err
 }
 
 // codes are the error codes of the relayer's actors and routes, with their HTTP statuses.
@@ -114,11 +107,15 @@ func Domain() domain.Domain {
 	return domain.Domain{
 		Name:     "relayer",
 		Settings: Settings,
-		Kinds: func(cfg config.Config, caller api.Caller) []actors.Kind {
+		Kinds: func(cfg config.Config, env domain.Env) []actors.Kind {
 			o := Settings.Get(cfg)
-			kc := Config{Keys: o.keys, Caller: caller, MaxInFlight: o.MaxInFlight, Retention: o.Retention}
-			if o.client != nil { // a nil *near.Client in the interface would not be nil
-				kc.RPC = o.client
+			m := NewMetrics(env.Registerer)
+			kc := Config{Keys: o.keys, Caller: env.Caller, MaxInFlight: o.MaxInFlight, Retention: o.Retention, Metrics: m}
+			if len(o.RPC) > 0 {
+				// The URLs were checked at load.
+				if c, err := near.NewClient(o.RPC, near.WithObserver(m.ObserveRPC)); err == nil {
+					kc.RPC = c
+				}
 			}
 			return []actors.Kind{Kind(kc), IndexKind()}
 		},

@@ -6,9 +6,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/shardkeeper/shardkeeper/actors"
 	"github.com/shardkeeper/shardkeeper/actors/actortest"
 	"github.com/shardkeeper/shardkeeper/near"
+	"github.com/shardkeeper/shardkeeper/test/await"
 	"github.com/shardkeeper/shardkeeper/test/fakenear"
 )
 
@@ -34,8 +36,14 @@ func TestAgainstFakeNear(t *testing.T) {
 		t.Fatal(err)
 	}
 	clock := actortest.NewClock(time.Now().Add(time.Hour))
+	reg := prometheus.NewRegistry()
+	met := NewMetrics(reg)
+	client, err := near.NewClient([]string{fake.Endpoints()[0].URL()}, near.WithCooldown(10*time.Millisecond), near.WithObserver(met.ObserveRPC))
+	if err != nil {
+		t.Fatal(err)
+	}
 	h := actortest.New(t, actortest.Options{Runtime: actors.Options{Clock: clock.Now}},
-		Kind(Config{Keys: keys, RPC: fake.Client(t), MaxInFlight: 8, CallTimeout: 5 * time.Second}))
+		Kind(Config{Keys: keys, RPC: client, MaxInFlight: 8, CallTimeout: 5 * time.Second, Metrics: met}))
 	e := &keyEnv{t: t, h: h, clock: clock, cfg: Config{}.withDefaults(), pk: pk, id: ActorID(relayAccount, pk)}
 
 	const n = 30
@@ -103,4 +111,43 @@ func TestAgainstFakeNear(t *testing.T) {
 	if got, _ := fake.AccessKeyNonce(relayAccount, pk); got != last {
 		t.Fatalf("the key's nonce on chain is %d, the last intent's %d", got, last)
 	}
+
+	// The metrics tell the same story.
+	metric := func(name, field string, labels map[string]string) float64 {
+		return actortest.Metric(t, reg, name, field, labels)
+	}
+	for event, want := range map[string]float64{eventAccepted: n, eventSucceeded: n, eventFailed: 0, eventRejected: 0} {
+		if got := metric("shardkeeper_relayer_intents_total", "", map[string]string{"event": event}); got != want {
+			t.Errorf("intents %s: %v, want %v", event, got, want)
+		}
+	}
+	signed, replaced := metric("shardkeeper_relayer_intents_total", "", map[string]string{"event": eventSigned}), metric("shardkeeper_relayer_intents_total", "", map[string]string{"event": eventReplaced})
+	if signed != n+replaced {
+		t.Errorf("%v signed, %v replaced, for %d intents", signed, replaced, n)
+	}
+	if got := metric("shardkeeper_relayer_landing_seconds", "count", nil); got != n {
+		t.Errorf("%v landings observed, want %d", got, n)
+	}
+	key := map[string]string{"key": e.id}
+	if q, f := metric("shardkeeper_relayer_key_queued", "", key), metric("shardkeeper_relayer_key_in_flight", "", key); q != 0 || f != 0 {
+		t.Errorf("key gauges: %v queued, %v in flight, want 0", q, f)
+	}
+	if metric("shardkeeper_relayer_resends_total", "", key) == 0 || metric("shardkeeper_relayer_unknown_outcomes_total", "", key) == 0 {
+		t.Errorf("no re-send or unknown outcome counted, with answers lost and a failover")
+	}
+	for _, method := range []string{"send_tx", "tx", "block"} {
+		if metric("shardkeeper_near_rpc_duration_seconds", "count", map[string]string{"method": method, "outcome": "ok"}) == 0 {
+			t.Errorf("no %s request observed", method)
+		}
+	}
+	h.Failover()
+	await.True(t, 5*time.Second, "the key's gauges removed with its activation", func() bool {
+		mfs, _ := reg.Gather()
+		for _, mf := range mfs {
+			if mf.GetName() == "shardkeeper_relayer_key_queued" && len(mf.GetMetric()) > 0 {
+				return false
+			}
+		}
+		return true
+	})
 }

@@ -60,6 +60,7 @@ type record struct {
 	Signed      []byte `json:"signed,omitempty"`
 	BlockHeight uint64 `json:"block_height,omitempty"`
 	Stale       bool   `json:"stale,omitempty"`
+	Landed      bool   `json:"landed,omitempty"` // in a block, not final yet
 	SentAt      int64  `json:"sent_at,omitempty"`
 	RemoveAt    int64  `json:"remove_at,omitempty"` // terminal: when retention removes it
 }
@@ -105,6 +106,7 @@ type KeyError struct {
 //	r/<u64 remove_at><idempotency key>   empty; the retention index (a kit.TimeIndex)
 //	m                     meta (JSON)
 //	c/queued              the number of q/ entries (a kit.Counter)
+//	c/landed              the number of f/ entries whose transaction is known to be in a block
 var (
 	keyMeta      = []byte("m")
 	prefixIntent = []byte("i/")
@@ -112,6 +114,7 @@ var (
 	prefixFlight = []byte("f/")
 	retention    = kit.TimeIndex{Prefix: []byte("r/")}
 	queuedCount  = kit.Counter{Key: []byte("c/queued")}
+	landedCount  = kit.Counter{Key: []byte("c/landed")}
 )
 
 func intentKey(idem string) []byte { return append(bytes.Clone(prefixIntent), idem...) }

@@ -62,6 +62,7 @@ const (
 	DefaultMaxQueued      = 10000
 	DefaultRetention      = 168 * time.Hour
 	DefaultPollInterval   = time.Second
+	MinPollInterval       = 50 * time.Millisecond
 	DefaultValidityBlocks = 86400 // mainnet's transaction validity period
 	DefaultCallTimeout    = 10 * time.Second
 	DefaultBlockMaxAge    = time.Minute
@@ -80,8 +81,8 @@ type Config struct {
 	MaxInFlight int
 	// Retention is how long terminal records are kept.
 	Retention time.Duration
-	// PollInterval is the period of status polls while anything is in flight: about NEAR's
-	// block interval.
+	// PollInterval bounds the period of status polls while anything is in flight, which is
+	// otherwise about one block of the chain as the key sees it (at least MinPollInterval).
 	PollInterval time.Duration
 	// ValidityBlocks is NEAR's transaction validity period: a transaction whose block hash is
 	// more blocks behind the head than this can no longer land.
@@ -90,6 +91,8 @@ type Config struct {
 	CallTimeout time.Duration
 	// BlockMaxAge: a block hash seen longer ago is refreshed before signing with it.
 	BlockMaxAge time.Duration
+	// Metrics records what the keys do (nil: nothing).
+	Metrics *Metrics
 }
 
 func (c Config) withDefaults() Config {
@@ -128,7 +131,10 @@ type Caller interface {
 // Kind is the access-key actor kind.
 func Kind(cfg Config) actors.Kind {
 	cfg = cfg.withDefaults()
-	return actors.Kind{Name: KindName, New: func(id string) actors.Handler { return newKeyActor(cfg, id) }}
+	// A key keeps a send and a status query going per transaction in flight, plus the block,
+	// the access key, and moves.
+	return actors.Kind{Name: KindName, New: func(id string) actors.Handler { return newKeyActor(cfg, id) },
+		MaxEffects: 2*cfg.MaxInFlight + 16}
 }
 
 // ActorID is the id of the actor of an access key.
@@ -168,10 +174,15 @@ type keyActor struct {
 	idErr   error
 	signer  near.Signer // nil: the key is not configured (any more)
 
-	busy map[string]bool
+	sender Sender // created with the activation: one connection per key
+	met    *keyMetrics
+	// blockEvery estimates the chain's block interval from the blocks seen: polls come about
+	// once a block (within MinPollInterval and PollInterval).
+	blockEvery time.Duration
+	busy       map[string]bool
 	// resend holds the nonces a status answer found unknown and alive: the next poll re-sends
-	// them together, in nonce order, since answers come back in any order and re-sends taken
-	// one by one would reach the node out of order.
+	// them together with every smaller one in flight, in nonce order, since answers come back
+	// in any order and re-sends taken one by one would reach the node out of order.
 	resend map[uint64]bool
 	seq    sequencer
 	gc     kit.GCAlarm // "retention"
@@ -184,7 +195,11 @@ type keyActor struct {
 
 func newKeyActor(cfg Config, id string) *keyActor {
 	a := &keyActor{cfg: cfg, busy: map[string]bool{}, resend: map[uint64]bool{}, gc: kit.GCAlarm{Name: "retention"}, poll: kit.GCAlarm{Name: "poll"}}
+	a.sender = senderOf(cfg.RPC)
 	a.account, a.pk, a.idErr = ParseActorID(id)
+	if a.idErr == nil {
+		a.met = cfg.Metrics.forKey(id)
+	}
 	if a.idErr == nil && cfg.Keys != nil {
 		if kp, ok := cfg.Keys.Signer(a.account, a.pk); ok {
 			a.signer = kp
@@ -263,6 +278,7 @@ func (a *keyActor) reconcile(ctx *actors.Context) error {
 		}
 		if ok && !r.terminal() && r.Nonce != nil {
 			a.send(ctx, r)
+			a.met.resent()
 			a.query(ctx, r)
 		}
 	}
@@ -270,6 +286,13 @@ func (a *keyActor) reconcile(ctx *actors.Context) error {
 		return err
 	}
 	return a.driveAndArm(ctx)
+}
+
+// Deactivate implements actors.Deactivator: the key's connection and gauges go with its
+// activation.
+func (a *keyActor) Deactivate() {
+	a.sender.Close()
+	a.met.drop()
 }
 
 // Alarm implements actors.AlarmHandler.
@@ -299,6 +322,14 @@ func (a *keyActor) tick(ctx *actors.Context) error {
 	}
 	a.request(ctx, effectBlock, a.fetchBlock)
 	now := ctx.Now().UnixMilli()
+	// Re-send, in nonce order, every transaction up to the largest one found unknown: a
+	// smaller one whose status answer has not come back yet may have been dropped too, and
+	// if the larger one landed first the smaller could never land.
+	var upTo uint64
+	for n := range a.resend {
+		upTo = max(upTo, n)
+	}
+	clear(a.resend)
 	for _, kv := range flights { // in nonce order
 		r, ok, err := loadRecord(ctx, string(kv.Value))
 		if err != nil {
@@ -307,13 +338,13 @@ func (a *keyActor) tick(ctx *actors.Context) error {
 		if !ok || r.terminal() || r.Nonce == nil {
 			continue
 		}
-		if a.resend[*r.Nonce] {
-			delete(a.resend, *r.Nonce)
+		if *r.Nonce <= upTo {
 			r.SentAt = now
 			if err := putJSON(ctx, intentKey(r.IdempotencyKey), r); err != nil {
 				return err
 			}
 			a.send(ctx, r)
+			a.met.resent()
 		}
 		if !a.busy[effectSend+nonceName(*r.Nonce)] {
 			a.query(ctx, r)
@@ -329,7 +360,7 @@ func (a *keyActor) tick(ctx *actors.Context) error {
 	if work {
 		// Set, not Arm: the firing alarm still reads as pending, and the runtime deletes it
 		// after this firing unless it is set again.
-		return a.poll.Set(ctx, ctx.Now().Add(a.cfg.PollInterval).UnixMilli())
+		return a.poll.Set(ctx, ctx.Now().Add(a.pollEvery()).UnixMilli())
 	}
 	a.poll.Dropped()
 	return nil
@@ -445,6 +476,14 @@ func (a *keyActor) onBlock(ctx *actors.Context, res actors.EffectResult) error {
 	if m.Block != nil && b.Height < m.Block.Height {
 		return nil // an answer older than one already seen
 	}
+	if m.Block != nil && b.Height > m.Block.Height {
+		every := ctx.Now().Sub(time.UnixMilli(m.Block.SeenAt)) / time.Duration(b.Height-m.Block.Height)
+		if a.blockEvery == 0 {
+			a.blockEvery = every
+		} else {
+			a.blockEvery = (3*a.blockEvery + every) / 4
+		}
+	}
 	m.Block = &blockRecord{Height: b.Height, Hash: b.Hash, SeenAt: ctx.Now().UnixMilli()}
 	return putJSON(ctx, keyMeta, m)
 }
@@ -489,6 +528,7 @@ func (a *keyActor) onTx(ctx *actors.Context, res actors.EffectResult, nonceStr s
 // apply carries out a decision about r's transaction.
 func (a *keyActor) apply(ctx *actors.Context, m *meta, r *record, d Decision, o *Outcome, rpcErr error) error {
 	now := ctx.Now().UnixMilli()
+	a.met.rpcError(rpcErr)
 	if rpcErr != nil && !errors.As(rpcErr, new(*near.UnknownTransactionError)) {
 		m.LastError = &KeyError{Code: errorCode(rpcErr), Message: kit.Clip(rpcErr.Error()), At: now}
 	}
@@ -515,6 +555,12 @@ func (a *keyActor) apply(ctx *actors.Context, m *meta, r *record, d Decision, o 
 			return err
 		}
 	}
+	if d.Landed && !r.Landed {
+		a.met.landed(r.CreatedAt, ctx.Now())
+		if err := a.setLanded(ctx, r, true); err != nil {
+			return err
+		}
+	}
 	switch d.Verdict {
 	case Query:
 		a.query(ctx, r)
@@ -522,7 +568,11 @@ func (a *keyActor) apply(ctx *actors.Context, m *meta, r *record, d Decision, o 
 		a.resend[*r.Nonce] = true // at the next poll, with the others, in nonce order
 	case Replace:
 		// Provably dead: back to the queue at its first place, to be signed with a new nonce.
+		a.met.event(eventReplaced)
 		ctx.Delete(flightKey(*r.Nonce))
+		if err := a.setLanded(ctx, r, false); err != nil {
+			return err
+		}
 		r.Status, r.Signed, r.Stale, r.UpdatedAt = StatusQueued, nil, false, now
 		ctx.Put(queueKey(r.Seq), []byte(r.IdempotencyKey))
 		q, err := queuedCount.Get(ctx)
@@ -540,7 +590,13 @@ func (a *keyActor) apply(ctx *actors.Context, m *meta, r *record, d Decision, o 
 // finish makes r terminal.
 func (a *keyActor) finish(ctx *actors.Context, r *record, d Decision, o *Outcome) error {
 	now := ctx.Now()
+	if d.Verdict != Rejected && !r.Landed {
+		a.met.landed(r.CreatedAt, now)
+	}
 	ctx.Delete(flightKey(*r.Nonce))
+	if err := a.setLanded(ctx, r, false); err != nil {
+		return err
+	}
 	switch d.Verdict {
 	case Succeeded:
 		r.Status = StatusSucceeded
@@ -550,6 +606,7 @@ func (a *keyActor) finish(ctx *actors.Context, r *record, d Decision, o *Outcome
 		r.Status = StatusRejected
 		r.Error = &IntentError{Code: d.Code, Message: kit.Clip(d.Message)}
 	}
+	a.met.event(string(r.Status))
 	if o != nil && d.Verdict != Rejected {
 		r.Outcome = json.RawMessage(o.Status)
 	}
@@ -561,6 +618,29 @@ func (a *keyActor) finish(ctx *actors.Context, r *record, d Decision, o *Outcome
 		return err
 	}
 	return a.gc.Arm(ctx, r.RemoveAt)
+}
+
+// setLanded marks r's transaction as in a block or not, keeping c/landed the count of the
+// in-flight records marked (the caller stores r).
+func (a *keyActor) setLanded(ctx *actors.Context, r *record, landed bool) error {
+	if r.Landed == landed {
+		return nil
+	}
+	n, err := landedCount.Get(ctx)
+	if err != nil {
+		return err
+	}
+	if landed {
+		n++
+	} else {
+		n--
+	}
+	landedCount.Set(ctx, n)
+	r.Landed = landed
+	if landed {
+		return putJSON(ctx, intentKey(r.IdempotencyKey), r)
+	}
+	return nil
 }
 
 // errorCode names an RPC error for the key's last_error.
@@ -581,7 +661,15 @@ func (a *keyActor) driveAndArm(ctx *actors.Context) error {
 	if err != nil || !work {
 		return err
 	}
-	return a.poll.Arm(ctx, ctx.Now().Add(a.cfg.PollInterval).UnixMilli())
+	return a.poll.Arm(ctx, ctx.Now().Add(a.pollEvery()).UnixMilli())
+}
+
+// pollEvery is the poll period: about one block, within MinPollInterval and PollInterval.
+func (a *keyActor) pollEvery() time.Duration {
+	if a.blockEvery <= 0 {
+		return a.cfg.PollInterval
+	}
+	return min(max(a.blockEvery, MinPollInterval), a.cfg.PollInterval)
 }
 
 // drive signs and sends queued intents while the key's nonce and a recent block are known and
@@ -598,6 +686,7 @@ func (a *keyActor) drive(ctx *actors.Context) (bool, error) {
 		return false, err
 	}
 	work := queued > 0 || len(flights) > 0
+	a.met.depth(queued, len(flights))
 	for _, p := range [][]byte{prefixMoving, prefixForget} {
 		if work {
 			break
@@ -626,7 +715,11 @@ func (a *keyActor) drive(ctx *actors.Context) (bool, error) {
 	if !fresh {
 		a.request(ctx, effectBlock, a.fetchBlock)
 	}
-	n := Signable(m.NextNonce != nil, fresh, queued, len(flights), a.cfg.MaxInFlight)
+	landed, err := landedCount.Get(ctx)
+	if err != nil {
+		return work, err
+	}
+	n := Signable(m.NextNonce != nil, fresh, queued, len(flights)-landed, a.cfg.MaxInFlight)
 	if n == 0 {
 		return work, nil
 	}
@@ -648,6 +741,7 @@ func (a *keyActor) drive(ctx *actors.Context) (bool, error) {
 		}
 	}
 	queuedCount.Set(ctx, queued-len(next))
+	a.met.depth(queued-len(next), len(flights)+len(next))
 	return work, putJSON(ctx, keyMeta, m)
 }
 
@@ -678,6 +772,7 @@ func (a *keyActor) sign(ctx *actors.Context, m *meta, r *record) error {
 		// Validated at submit, so this cannot happen; if it does, the intent can never land.
 		r.Status, r.UpdatedAt = StatusRejected, now
 		r.Error = &IntentError{Code: "unsignable", Message: kit.Clip(err.Error())}
+		a.met.event(eventRejected)
 		r.RemoveAt = ctx.Now().Add(a.cfg.Retention).UnixMilli()
 		retention.Put(ctx, r.RemoveAt, r.IdempotencyKey, []byte{})
 		if err := a.gc.Arm(ctx, r.RemoveAt); err != nil {
@@ -685,6 +780,7 @@ func (a *keyActor) sign(ctx *actors.Context, m *meta, r *record) error {
 		}
 		return putJSON(ctx, intentKey(r.IdempotencyKey), r)
 	}
+	a.met.event(eventSigned)
 	nonce, txHash := tx.Nonce, hash.String()
 	r.Status, r.Nonce, r.TxHash = StatusSubmitted, &nonce, &txHash
 	r.Attempts++
@@ -712,7 +808,8 @@ func (a *keyActor) request(ctx *actors.Context, name string, fn actors.EffectFun
 	a.added = append(a.added, name)
 }
 
-// send sends r's stored bytes, behind the sends of smaller nonces of this activation.
+// send sends r's stored bytes, behind the sends of smaller nonces of this activation: it
+// starts once theirs are written.
 func (a *keyActor) send(ctx *actors.Context, r *record) {
 	name := effectSend + nonceName(*r.Nonce)
 	if a.busy[name] {
@@ -720,7 +817,7 @@ func (a *keyActor) send(ctx *actors.Context, r *record) {
 	}
 	t := a.seq.take(*r.Nonce)
 	a.tickets = append(a.tickets, t)
-	raw, rpc, timeout := r.Signed, a.cfg.RPC, a.cfg.CallTimeout
+	raw, sender, timeout := r.Signed, a.sender, a.cfg.CallTimeout
 	a.request(ctx, name, func(c context.Context) ([]byte, error) {
 		defer t.release()
 		c, cancel := context.WithTimeout(c, timeout)
@@ -728,7 +825,7 @@ func (a *keyActor) send(ctx *actors.Context, r *record) {
 		if err := t.wait(c); err != nil {
 			return nil, err
 		}
-		out, err := rpc.SendTx(c, raw, SendWait)
+		out, err := sender.SendTx(c, raw, SendWait, t.release)
 		if err != nil {
 			return nil, err
 		}
@@ -830,6 +927,7 @@ func (a *keyActor) submit(ctx *actors.Context, req moveRequest) ([]byte, error) 
 	}
 	ctx.Put(queueKey(r.Seq), []byte(c.idem))
 	queuedCount.Set(ctx, q+1)
+	a.met.event(eventAccepted)
 	if err := putJSON(ctx, intentKey(c.idem), r); err != nil {
 		return nil, err
 	}

@@ -20,6 +20,33 @@ type RPC interface {
 
 var _ RPC = (*near.Client)(nil)
 
+// Sender sends one key's transactions in the order of its calls: written is called once the
+// request is on its way (or failed before it was), after which a later call cannot overtake
+// it (near.OrderedSender, one HTTP/1.1 connection whose requests the node handles in order).
+type Sender interface {
+	SendTx(ctx context.Context, signedTx []byte, wait near.TxExecutionStatus, written func()) (*near.TxOutcome, error)
+	Close() error
+}
+
+// senderOf returns the sender of one key's activation: ordered on one connection when rpc is
+// a *near.Client, otherwise (a fake chain in tests) rpc's own SendTx, whose request counts as
+// written once answered.
+func senderOf(rpc RPC) Sender {
+	if c, ok := rpc.(*near.Client); ok {
+		return c.Ordered()
+	}
+	return answeredSender{rpc}
+}
+
+type answeredSender struct{ rpc RPC }
+
+func (answeredSender) Close() error { return nil }
+
+func (s answeredSender) SendTx(ctx context.Context, raw []byte, wait near.TxExecutionStatus, written func()) (*near.TxOutcome, error) {
+	defer written()
+	return s.rpc.SendTx(ctx, raw, wait)
+}
+
 // SendWait is the wait_until of sends: NONE. The node hands the transaction to its client and
 // answers at once, so the answer of a send means the transaction is queued at the node ahead
 // of anything sent after it: that is what keeps a key's sends in nonce order (see sequencer).
@@ -65,13 +92,12 @@ func decodeOutcome(b []byte) (*Outcome, error) {
 
 // sequencer keeps the sends of one activation reaching the node in nonce order: the send of
 // nonce N+1 does not start before the sends of smaller nonces requested before it have been
-// answered (or failed). NEAR applies a key's transactions in nonce order only if the smaller
+// written (or failed). NEAR applies a key's transactions in nonce order only if the smaller
 // one arrives first: a larger nonce landing first makes every smaller one InvalidNonce, which
-// costs a replacement. Waiting for the request to be written (httptrace's WroteRequest) is not
-// enough: requests on different connections are handled in any order by the node (the fake
-// node's test reproduces it), whereas an answer at NONE means the node has queued the
-// transaction. Sends of one key are thus one round trip apart; pipelining is in what is
-// signed and awaiting inclusion (up to MaxInFlight), not in the sends themselves.
+// costs a replacement. Written is enough because the key's Sender keeps one connection,
+// whose requests the node handles in order (requests on different connections are handled in
+// any order: the fake node's test reproduces it); so sends are pipelined, not one round trip
+// apart.
 //
 // The order is taken on the mailbox, where sends are requested in nonce order. Across
 // activations there is no order to keep: a new activation sends nothing before Activate,

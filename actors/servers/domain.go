@@ -4,7 +4,6 @@ import (
 	"net/http"
 
 	"github.com/shardkeeper/shardkeeper/actors"
-	"github.com/shardkeeper/shardkeeper/api"
 	"github.com/shardkeeper/shardkeeper/config"
 	"github.com/shardkeeper/shardkeeper/domain"
 )
@@ -31,7 +30,7 @@ func Domain() domain.Domain {
 	return domain.Domain{
 		Name:     "servers",
 		Settings: Settings,
-		Kinds:    func(cfg config.Config, _ api.Caller) []actors.Kind { return []actors.Kind{Kind(Settings.Get(cfg))} },
+		Kinds:    func(cfg config.Config, _ domain.Env) []actors.Kind { return []actors.Kind{Kind(Settings.Get(cfg))} },
 		Routes:   routes,
 		Codes:    codes,
 	}

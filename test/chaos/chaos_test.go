@@ -58,7 +58,9 @@ var (
 // -chaos.seeds seeds (one in -short mode, where only the faults marked short run). Each run:
 // load starts; the fault is injected and healed; load goes on; then load stops, the replicas
 // must converge to the same applied index and state hash per partition, and each history
-// must be linearizable under its model (NonceModel, ChallengeModel, ServerModel).
+// must be linearizable under its model (NonceModel, ChallengeModel, ServerModel, and
+// RelayerModel for the relayer's intents, which are also checked against the ledger of the
+// scenario's fake NEAR node: each landed exactly once, nonces in order).
 func TestChaos(t *testing.T) {
 	seeds := *flagSeeds
 	if testing.Short() {
@@ -103,31 +105,40 @@ type scenario struct {
 	t         *testing.T
 	c         *cluster
 	w         *workload
+	rl        *relayerLoad // the relayer's load, over a fake NEAR node of the scenario
 	rnd       *rand.Rand
 	failovers []time.Duration
 }
 
 func runScenario(t *testing.T, f fault, seed uint64) {
 	begin := time.Now()
-	c := startCluster(t)
+	env := startChaosRelayerEnv(t, seed)
+	c := startClusterBinding(t, false, env.flags...)
 	s := &scenario{t: t, c: c, rnd: rand.New(rand.NewPCG(seed, 0))}
 	s.w = newWorkload(c, seed, f.retry)
+	s.rl = newRelayerLoad(c, env, seed)
 	t.Cleanup(func() { healNetwork(t) })
 
 	s.w.start()
+	s.rl.start()
 	c.note("load started")
 	time.Sleep(loadBefore)
 	f.run(s)
 	healNetwork(t)
 	c.note("healed; load goes on")
-	before := s.w.acked.Load()
+	before, relayerBefore := s.w.acked.Load(), s.rl.acked()
 	time.Sleep(loadAfter)
-	progress := s.w.acked.Load() - before
+	progress, relayerProgress := s.w.acked.Load()-before, s.rl.acked()-relayerBefore
 	s.w.stopLoad()
+	s.rl.stopLoad()
 	c.note("load stopped")
 	if progress == 0 {
 		t.Errorf("no request got a definite answer in the %s after the heal", loadAfter)
 	}
+	if relayerProgress == 0 {
+		t.Errorf("no relayer intent was answered in the %s after the heal", loadAfter)
+	}
+	s.rl.settle()
 
 	s.finish(f.retry)
 	if len(s.failovers) > 0 {
@@ -146,6 +157,9 @@ func (s *scenario) finish(retry bool) {
 	s.c.waitConverged(90*time.Second, true)
 	s.finalReads()
 	s.checkHistories()
+	if s.rl != nil {
+		s.rl.check()
+	}
 	t.Logf("operations: %s", s.w.statsLine())
 	s.w.mu.Lock()
 	for _, u := range s.w.unexpected {

@@ -57,7 +57,11 @@ type Output struct {
 	LastSeen int64
 	// Present says whether a list contained the server.
 	Present bool
-	Err     string // transport error text, for the visualization
+	// Intent and TxHash are the status and tx_hash of the relayer intent record an answer
+	// carried (submit 200/201, read 200); TxHash is "" while it has none.
+	Intent string
+	TxHash string
+	Err    string // transport error text, for the visualization
 }
 
 func (o Output) String() string {

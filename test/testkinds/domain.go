@@ -23,7 +23,7 @@ const maxBody = 64 << 10
 func Domain() domain.Domain {
 	return domain.Domain{
 		Name:   "test",
-		Kinds:  func(config.Config, api.Caller) []actors.Kind { return []actors.Kind{Counter()} },
+		Kinds:  func(config.Config, domain.Env) []actors.Kind { return []actors.Kind{Counter()} },
 		Routes: routes,
 	}
 }

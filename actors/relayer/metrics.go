@@ -1,0 +1,155 @@
+package relayer
+
+import (
+	"errors"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/shardkeeper/shardkeeper/near"
+)
+
+// Metrics are the relayer's Prometheus instruments. Counters count what a handler did; a
+// message whose writes are then discarded (a failed commit, a retried alarm) may be counted
+// twice, which a rate never notices. The per-key gauges are set by the key's activation and
+// removed when it ends, so only the node leading a key reports it. A nil *Metrics records
+// nothing.
+type Metrics struct {
+	queued, inFlight *prometheus.GaugeVec   // {key}
+	intents          *prometheus.CounterVec // {event}
+	invalidNonce     *prometheus.CounterVec // {key}
+	resends          *prometheus.CounterVec // {key}
+	unknown          *prometheus.CounterVec // {key}
+	landing          prometheus.Histogram
+	rpc              *prometheus.HistogramVec // {method, endpoint, outcome}
+}
+
+// Intent events counted by shardkeeper_relayer_intents_total.
+const (
+	eventAccepted  = "accepted"  // a new intent queued
+	eventSigned    = "signed"    // a transaction signed for it (again, after a replacement)
+	eventReplaced  = "replaced"  // its transaction proven dead: back to the queue
+	eventSucceeded = "succeeded" // terminal statuses
+	eventFailed    = "failed"
+	eventRejected  = "rejected"
+)
+
+// NewMetrics creates the relayer's instruments on reg; instruments already registered there
+// (a second relayer of one registry, in tests) are shared.
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	key := []string{"key"}
+	m := &Metrics{
+		queued: register(reg, prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "shardkeeper_relayer_key_queued", Help: "Intents accepted and not yet signed, per access key (account/public key), on the node leading the key."}, key)),
+		inFlight: register(reg, prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "shardkeeper_relayer_key_in_flight", Help: "Signed, non-terminal transactions per access key, on the node leading the key."}, key)),
+		intents: register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "shardkeeper_relayer_intents_total", Help: "Intent events: accepted, signed, replaced (proven dead, signed again), succeeded, failed, rejected."}, []string{"event"})),
+		invalidNonce: register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "shardkeeper_relayer_invalid_nonce_total", Help: "InvalidNonce answers about the key's transactions (a foreign sender, or a transaction that already landed)."}, key)),
+		resends: register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "shardkeeper_relayer_resends_total", Help: "Signed transactions sent again with their identical bytes (an unknown outcome, a new activation)."}, key)),
+		unknown: register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "shardkeeper_relayer_unknown_outcomes_total", Help: "Sends and status queries whose outcome stayed unknown (no answer, 408/5xx, TIMEOUT_ERROR)."}, key)),
+		landing: register(reg, prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "shardkeeper_relayer_landing_seconds", Help: "Time from an intent's acceptance to its transaction seen in a block.",
+			Buckets: prometheus.ExponentialBuckets(0.05, 2, 14)})),
+		rpc: register(reg, prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "shardkeeper_near_rpc_duration_seconds", Help: "NEAR JSON-RPC requests by method, endpoint and outcome (ok, error: the node's, unknown: no answer).",
+			Buckets: prometheus.ExponentialBuckets(0.001, 2, 16)}, []string{"method", "endpoint", "outcome"})),
+	}
+	return m
+}
+
+// register registers c, or returns the collector of the same description already there.
+func register[C prometheus.Collector](reg prometheus.Registerer, c C) C {
+	if err := reg.Register(c); err != nil {
+		var are prometheus.AlreadyRegisteredError
+		if errors.As(err, &are) {
+			if existing, ok := are.ExistingCollector.(C); ok {
+				return existing
+			}
+		}
+		panic(err) // two instruments of one name and different shapes: a programming error
+	}
+	return c
+}
+
+// ObserveRPC records one JSON-RPC request (near.WithObserver).
+func (m *Metrics) ObserveRPC(o near.Observation) {
+	if m == nil {
+		return
+	}
+	m.rpc.WithLabelValues(o.Method, o.Endpoint, o.Outcome).Observe(o.Took.Seconds())
+}
+
+func (m *Metrics) event(e string) {
+	if m != nil {
+		m.intents.WithLabelValues(e).Inc()
+	}
+}
+
+// keyMetrics are the instruments of one key actor, resolved once.
+type keyMetrics struct {
+	m                                     *Metrics
+	key                                   string
+	queued, inFlight                      prometheus.Gauge
+	invalidNonce, resends, unknownOutcome prometheus.Counter
+}
+
+func (m *Metrics) forKey(key string) *keyMetrics {
+	if m == nil {
+		return nil
+	}
+	return &keyMetrics{m: m, key: key,
+		queued: m.queued.WithLabelValues(key), inFlight: m.inFlight.WithLabelValues(key),
+		invalidNonce: m.invalidNonce.WithLabelValues(key), resends: m.resends.WithLabelValues(key),
+		unknownOutcome: m.unknown.WithLabelValues(key)}
+}
+
+// depth sets the key's gauges.
+func (k *keyMetrics) depth(queued, inFlight int) {
+	if k != nil {
+		k.queued.Set(float64(queued))
+		k.inFlight.Set(float64(inFlight))
+	}
+}
+
+// rpcError counts what an RPC error says about the key's transaction.
+func (k *keyMetrics) rpcError(err error) {
+	if k == nil || err == nil {
+		return
+	}
+	if near.IsOutcomeUnknown(err) {
+		k.unknownOutcome.Inc()
+	}
+	if errors.As(err, new(*near.InvalidNonceError)) {
+		k.invalidNonce.Inc()
+	}
+}
+
+func (k *keyMetrics) resent() {
+	if k != nil {
+		k.resends.Inc()
+	}
+}
+
+// landed records the time from an intent's acceptance (created, Unix ms) to now.
+func (k *keyMetrics) landed(created int64, now time.Time) {
+	if k != nil {
+		k.m.landing.Observe(now.Sub(time.UnixMilli(created)).Seconds())
+	}
+}
+
+func (k *keyMetrics) event(e string) {
+	if k != nil {
+		k.m.event(e)
+	}
+}
+
+// drop removes the key's gauges: its activation ended (another node may lead it now).
+func (k *keyMetrics) drop() {
+	if k != nil {
+		k.m.queued.DeleteLabelValues(k.key)
+		k.m.inFlight.DeleteLabelValues(k.key)
+	}
+}
