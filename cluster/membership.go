@@ -73,7 +73,11 @@ type MembershipConfig struct {
 	// from for SuspectAfter (default 5s) is shown suspect until memberlist decides.
 	Heartbeat    time.Duration
 	SuspectAfter time.Duration
-	Logger       *slog.Logger
+	// ReconnectInterval is how often this node contacts the members it holds failed (default
+	// 2s), for ReconnectTimeout after they failed (default 24h); see reconnect.
+	ReconnectInterval time.Duration
+	ReconnectTimeout  time.Duration
+	Logger            *slog.Logger
 }
 
 // Membership is this node's memberlist: failure detection, the metadata of every node and a
@@ -106,6 +110,7 @@ type memberState struct {
 	goneAt     time.Time
 	aliveSince time.Time
 	heard      time.Time // last heartbeat (or join)
+	addr       string    // its gossip address, host:port
 }
 
 // Message types of the gossip channel; the first byte of every broadcast.
@@ -129,6 +134,12 @@ func StartMembership(cfg MembershipConfig) (*Membership, error) {
 	}
 	if cfg.SuspectAfter <= 0 {
 		cfg.SuspectAfter = 5 * time.Second
+	}
+	if cfg.ReconnectInterval <= 0 {
+		cfg.ReconnectInterval = 2 * time.Second
+	}
+	if cfg.ReconnectTimeout <= 0 {
+		cfg.ReconnectTimeout = 24 * time.Hour
 	}
 	now := time.Now()
 	m := &Membership{cfg: cfg, local: cfg.Meta, stop: make(chan struct{}),
@@ -157,8 +168,9 @@ func StartMembership(cfg MembershipConfig) (*Membership, error) {
 	if m.ml, err = memberlist.Create(mc); err != nil {
 		return nil, fmt.Errorf("start gossip on %s: %w", cfg.GossipAddr, err)
 	}
-	m.wg.Add(1)
+	m.wg.Add(2)
 	go m.heartbeat()
+	go m.reconnect()
 	return m, nil
 }
 
@@ -284,6 +296,40 @@ func (m *Membership) heartbeat() {
 	}
 }
 
+// reconnect contacts, every ReconnectInterval, the members this node holds failed (not left),
+// as Serf's reconnector does: memberlist never gossips with a member it declared dead after
+// GossipToTheDeadTime, so the two sides of a healed network partition would each hold the
+// other failed for ever, and the reconciler would remove a live node from every partition.
+// A contact that reaches the member exchanges full states: the member learns it was held
+// dead and refutes it, and is alive again here.
+func (m *Membership) reconnect() {
+	defer m.wg.Done()
+	t := time.NewTicker(m.cfg.ReconnectInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-m.stop:
+			return
+		case <-t.C:
+		}
+		now := time.Now()
+		var addrs []string
+		m.mu.Lock()
+		for _, s := range m.members {
+			if s.gone == StateFailed && s.addr != "" && now.Sub(s.goneAt) < m.cfg.ReconnectTimeout {
+				addrs = append(addrs, s.addr)
+			}
+		}
+		m.mu.Unlock()
+		if len(addrs) > 0 {
+			// Failures are expected: most failed members are down.
+			if n, _ := m.ml.Join(addrs); n > 0 {
+				m.cfg.Logger.Debug("gossip: reached members held failed", "contacted", n, "of", len(addrs))
+			}
+		}
+	}
+}
+
 func (m *Membership) heard(id string) {
 	now := time.Now()
 	m.mu.Lock()
@@ -313,6 +359,7 @@ func (m *Membership) observe(n *memberlist.Node, gone bool) {
 	before := m.member(s, now)
 	if meta.ID != m.local.ID {
 		s.meta = meta
+		s.addr = n.Address()
 	}
 	switch {
 	case gone && s.gone == "":

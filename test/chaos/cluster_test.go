@@ -182,10 +182,10 @@ func (c *cluster) pickByLeadership(most bool) (int, map[string]int) {
 	return best, counts
 }
 
-// waitConverged waits until every node agrees on a leader for every partition, every
-// partition is replicated on every node (its leader's configuration lists each node once),
-// and all replicas of a partition report the same applied index; then it checks that they
-// report the same state hash. Writes must have stopped. With check false it only waits.
+// waitConverged waits until every node sees every other alive, agrees on a leader for every
+// partition, every partition is replicated on every node (its leader's configuration lists
+// each node once), and all replicas of a partition report the same applied index; then it
+// checks that they report the same state hash. Writes must have stopped. With check false it only waits.
 func (c *cluster) waitConverged(timeout time.Duration, check bool) {
 	c.t.Helper()
 	start := time.Now()
@@ -214,6 +214,18 @@ func (c *cluster) waitConverged(timeout time.Duration, check bool) {
 			views[n.Config.NodeID], hashes[n.Config.NodeID] = v, h
 		}
 		var divergence []string
+	members:
+		for _, id := range want {
+			if problem != "" {
+				break
+			}
+			for _, m := range views[id].Members {
+				if slices.Contains(want, m.NodeID) && m.State != "alive" {
+					problem = fmt.Sprintf("%s sees %s %s", id, m.NodeID, m.State)
+					break members
+				}
+			}
+		}
 		if problem == "" {
 		parts:
 			for p := range uint32(partitions) {
@@ -252,7 +264,7 @@ func (c *cluster) waitConverged(timeout time.Duration, check bool) {
 		}
 		if problem == "" {
 			if len(divergence) == 0 {
-				c.t.Logf("converged in %s: every partition led, replicated on %v, same applied index and state hash on every replica",
+				c.t.Logf("converged in %s: every member alive, every partition led, replicated on %v, same applied index and state hash on every replica",
 					time.Since(start).Round(time.Millisecond), want)
 				return
 			}
