@@ -89,7 +89,8 @@ type endpoint struct {
 // Option configures a Client.
 type Option func(*Client)
 
-// WithHTTPClient sets the HTTP client (its Timeout bounds each request).
+// WithHTTPClient sets the HTTP client (its Timeout bounds each request). The default keeps
+// up to 256 idle connections per endpoint.
 func WithHTTPClient(h *http.Client) Option { return func(c *Client) { c.http = h } }
 
 // WithCooldown sets how long an endpoint that failed is tried after the others.
@@ -103,7 +104,7 @@ func NewClient(urls []string, opts ...Option) (*Client, error) {
 	if len(urls) == 0 {
 		return nil, errors.New("near rpc: no endpoint URL")
 	}
-	c := &Client{http: &http.Client{Timeout: DefaultTimeout}, cooldown: DefaultCooldown, now: time.Now}
+	c := &Client{http: &http.Client{Timeout: DefaultTimeout, Transport: newTransport()}, cooldown: DefaultCooldown, now: time.Now}
 	for _, raw := range urls {
 		u, err := url.Parse(raw)
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
@@ -115,6 +116,16 @@ func NewClient(urls []string, opts ...Option) (*Client, error) {
 		o(c)
 	}
 	return c, nil
+}
+
+// newTransport is the default transport of a Client: net/http's, keeping enough idle
+// connections per endpoint for the many calls a relayer keeps going at once (net/http keeps
+// 2, and closes and dials again every connection beyond them).
+func newTransport() *http.Transport {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.MaxIdleConnsPerHost = 256
+	t.MaxIdleConns = 1024
+	return t
 }
 
 // redact keeps scheme, host and path of a URL: endpoint URLs often carry an API key in their

@@ -106,6 +106,7 @@ type KeyError struct {
 //	r/<u64 remove_at><idempotency key>   empty; the retention index (a kit.TimeIndex)
 //	m                     meta (JSON)
 //	c/queued              the number of q/ entries (a kit.Counter)
+//	c/flights             the number of f/ entries
 //	c/landed              the number of f/ entries whose transaction is known to be in a block
 var (
 	keyMeta      = []byte("m")
@@ -114,12 +115,21 @@ var (
 	prefixFlight = []byte("f/")
 	retention    = kit.TimeIndex{Prefix: []byte("r/")}
 	queuedCount  = kit.Counter{Key: []byte("c/queued")}
+	flightCount  = kit.Counter{Key: []byte("c/flights")}
 	landedCount  = kit.Counter{Key: []byte("c/landed")}
 )
 
 func intentKey(idem string) []byte { return append(bytes.Clone(prefixIntent), idem...) }
 func queueKey(seq uint64) []byte   { return binary.BigEndian.AppendUint64(bytes.Clone(prefixQueue), seq) }
 func flightKey(n uint64) []byte    { return binary.BigEndian.AppendUint64(bytes.Clone(prefixFlight), n) }
+
+// keyNumber is the u64 that ends a q/ or f/ key.
+func keyNumber(k []byte) uint64 {
+	if len(k) < 8 {
+		return 0
+	}
+	return binary.BigEndian.Uint64(k[len(k)-8:])
+}
 
 func getJSON(ctx *actors.Context, key []byte, v any) (bool, error) {
 	b, ok, err := ctx.Get(key)

@@ -26,8 +26,9 @@ import (
 //   - every record is in exactly one of: the queue (status queued, one q/ entry at its seq),
 //     the in-flight index (status submitted, one f/ entry at its nonce, with its signed bytes
 //     and tx hash stored), or the retention index (terminal, one r/ entry at its remove_at);
-//   - c/queued counts the q/ entries; the f/ entries are at most Config.MaxInFlight plus the
-//     transactions signed before a change of that setting;
+//   - c/queued counts the q/ entries, c/flights the f/ entries, c/landed the f/ entries
+//     whose record is marked landed; the f/ entries not landed are at most
+//     Config.MaxInFlight plus the transactions signed before a change of that setting;
 //   - next_nonce, once known, is above every nonce the key used (last_used), so that no
 //     transaction of its own is refused for its nonce; a nonce is used at most once;
 //   - a signed transaction's bytes and hash are committed before any send of them (effects
@@ -180,6 +181,12 @@ type keyActor struct {
 	// once a block (within MinPollInterval and PollInterval).
 	blockEvery time.Duration
 	busy       map[string]bool
+	// queueLow and flightLow bound the q/ and f/ keys from below: no queued intent has a
+	// smaller seq, no transaction in flight a smaller nonce. Scans start there instead of at
+	// the prefix, whose deleted entries (every intent leaves a q/ and an f/ tombstone) would
+	// otherwise be stepped over on every scan until compaction. Reset when a message's writes
+	// are discarded.
+	queueLow, flightLow uint64
 	// resend holds the nonces a status answer found unknown and alive: the next poll re-sends
 	// them together with every smaller one in flight, in nonce order, since answers come back
 	// in any order and re-sends taken one by one would reach the node out of order.
@@ -220,6 +227,7 @@ func (a *keyActor) end(err error) {
 	for _, name := range a.added {
 		delete(a.busy, name)
 	}
+	a.queueLow, a.flightLow = 0, 0
 	for _, t := range a.tickets {
 		t.release()
 	}
@@ -269,6 +277,11 @@ func (a *keyActor) reconcile(ctx *actors.Context) error {
 	if len(flights) > 0 {
 		a.request(ctx, effectBlock, a.fetchBlock)
 	}
+	if n, err := flightCount.Get(ctx); err != nil {
+		return err
+	} else if n != len(flights) {
+		flightCount.Set(ctx, len(flights)) // counted by every activation that changes f/
+	}
 	// Re-send first, in nonce order (f/ keys sort by nonce), so that the sends of this
 	// activation keep the key's order; re-sending what may have landed is harmless.
 	for _, kv := range flights {
@@ -316,9 +329,12 @@ func (a *keyActor) tick(ctx *actors.Context) error {
 	if a.idErr != nil {
 		return nil
 	}
-	flights, err := ctx.List(actors.ListOptions{Prefix: prefixFlight})
+	flights, err := ctx.List(actors.ListOptions{Prefix: prefixFlight, Start: flightKey(a.flightLow)})
 	if err != nil {
 		return err
+	}
+	if len(flights) > 0 {
+		a.flightLow = keyNumber(flights[0].Key) // later ones are signed with larger nonces
 	}
 	a.request(ctx, effectBlock, a.fetchBlock)
 	now := ctx.Now().UnixMilli()
@@ -529,24 +545,29 @@ func (a *keyActor) onTx(ctx *actors.Context, res actors.EffectResult, nonceStr s
 func (a *keyActor) apply(ctx *actors.Context, m *meta, r *record, d Decision, o *Outcome, rpcErr error) error {
 	now := ctx.Now().UnixMilli()
 	a.met.rpcError(rpcErr)
+	// The meta is written only when it changes: most answers say "not final yet".
+	changed := false
 	if rpcErr != nil && !errors.As(rpcErr, new(*near.UnknownTransactionError)) {
 		m.LastError = &KeyError{Code: errorCode(rpcErr), Message: kit.Clip(rpcErr.Error()), At: now}
+		changed = true
 	}
 	if d.AkNonce != nil {
 		next := *d.AkNonce + 1
 		if m.NextNonce != nil {
 			next = max(next, *m.NextNonce)
 		}
-		m.NextNonce = &next
+		m.NextNonce, changed = &next, true
 	}
 	if d.NonceUnknown {
-		m.NextNonce = nil // learned again; NextNonce keeps it above last_used
+		m.NextNonce, changed = nil, true // learned again; NextNonce keeps it above last_used
 	}
 	if d.BlockStale {
-		m.Block = nil // the block signed with is too old: fetch one before signing again
+		m.Block, changed = nil, true // the block signed with is too old: fetch one before signing again
 	}
-	if err := putJSON(ctx, keyMeta, m); err != nil {
-		return err
+	if changed {
+		if err := putJSON(ctx, keyMeta, m); err != nil {
+			return err
+		}
 	}
 	if d.Stale && !r.Stale {
 		r.Stale = true
@@ -569,12 +590,12 @@ func (a *keyActor) apply(ctx *actors.Context, m *meta, r *record, d Decision, o 
 	case Replace:
 		// Provably dead: back to the queue at its first place, to be signed with a new nonce.
 		a.met.event(eventReplaced)
-		ctx.Delete(flightKey(*r.Nonce))
-		if err := a.setLanded(ctx, r, false); err != nil {
+		if err := a.dropFlight(ctx, r); err != nil {
 			return err
 		}
 		r.Status, r.Signed, r.Stale, r.UpdatedAt = StatusQueued, nil, false, now
 		ctx.Put(queueKey(r.Seq), []byte(r.IdempotencyKey))
+		a.queueLow = min(a.queueLow, r.Seq)
 		q, err := queuedCount.Get(ctx)
 		if err != nil {
 			return err
@@ -593,8 +614,7 @@ func (a *keyActor) finish(ctx *actors.Context, r *record, d Decision, o *Outcome
 	if d.Verdict != Rejected && !r.Landed {
 		a.met.landed(r.CreatedAt, now)
 	}
-	ctx.Delete(flightKey(*r.Nonce))
-	if err := a.setLanded(ctx, r, false); err != nil {
+	if err := a.dropFlight(ctx, r); err != nil {
 		return err
 	}
 	switch d.Verdict {
@@ -618,6 +638,17 @@ func (a *keyActor) finish(ctx *actors.Context, r *record, d Decision, o *Outcome
 		return err
 	}
 	return a.gc.Arm(ctx, r.RemoveAt)
+}
+
+// dropFlight takes r's transaction out of the in-flight index (the caller stores r).
+func (a *keyActor) dropFlight(ctx *actors.Context, r *record) error {
+	ctx.Delete(flightKey(*r.Nonce))
+	n, err := flightCount.Get(ctx)
+	if err != nil {
+		return err
+	}
+	flightCount.Set(ctx, n-1)
+	return a.setLanded(ctx, r, false)
 }
 
 // setLanded marks r's transaction as in a block or not, keeping c/landed the count of the
@@ -681,12 +712,12 @@ func (a *keyActor) drive(ctx *actors.Context) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	flights, err := ctx.List(actors.ListOptions{Prefix: prefixFlight})
+	inFlight, err := flightCount.Get(ctx)
 	if err != nil {
 		return false, err
 	}
-	work := queued > 0 || len(flights) > 0
-	a.met.depth(queued, len(flights))
+	work := queued > 0 || inFlight > 0
+	a.met.depth(queued, inFlight)
 	for _, p := range [][]byte{prefixMoving, prefixForget} {
 		if work {
 			break
@@ -719,13 +750,16 @@ func (a *keyActor) drive(ctx *actors.Context) (bool, error) {
 	if err != nil {
 		return work, err
 	}
-	n := Signable(m.NextNonce != nil, fresh, queued, len(flights)-landed, a.cfg.MaxInFlight)
+	n := Signable(m.NextNonce != nil, fresh, queued, inFlight-landed, a.cfg.MaxInFlight)
 	if n == 0 {
 		return work, nil
 	}
-	next, err := ctx.List(actors.ListOptions{Prefix: prefixQueue, Limit: n})
+	next, err := ctx.List(actors.ListOptions{Prefix: prefixQueue, Start: queueKey(a.queueLow), Limit: n})
 	if err != nil {
 		return work, err
+	}
+	if len(next) > 0 {
+		a.queueLow = keyNumber(next[len(next)-1].Key) + 1
 	}
 	for _, kv := range next {
 		ctx.Delete(kv.Key)
@@ -741,7 +775,11 @@ func (a *keyActor) drive(ctx *actors.Context) (bool, error) {
 		}
 	}
 	queuedCount.Set(ctx, queued-len(next))
-	a.met.depth(queued-len(next), len(flights)+len(next))
+	signed, err := flightCount.Get(ctx)
+	if err != nil {
+		return work, err
+	}
+	a.met.depth(queued-len(next), signed)
 	return work, putJSON(ctx, keyMeta, m)
 }
 
@@ -789,6 +827,11 @@ func (a *keyActor) sign(ctx *actors.Context, m *meta, r *record) error {
 	next := nonce + 1
 	m.NextNonce = &next
 	ctx.Put(flightKey(nonce), []byte(r.IdempotencyKey))
+	n, err := flightCount.Get(ctx)
+	if err != nil {
+		return err
+	}
+	flightCount.Set(ctx, n+1)
 	if err := putJSON(ctx, intentKey(r.IdempotencyKey), r); err != nil {
 		return err
 	}
@@ -974,9 +1017,9 @@ func (a *keyActor) status(ctx *actors.Context) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	flights, err := ctx.List(actors.ListOptions{Prefix: prefixFlight})
+	inFlight, err := flightCount.Get(ctx)
 	if err != nil {
 		return nil, err
 	}
-	return json.Marshal(KeyStatus{PublicKey: a.pk.String(), NextNonce: m.NextNonce, Queued: q, InFlight: len(flights), LastError: m.LastError})
+	return json.Marshal(KeyStatus{PublicKey: a.pk.String(), NextNonce: m.NextNonce, Queued: q, InFlight: inFlight, LastError: m.LastError})
 }

@@ -453,7 +453,7 @@ func (e *keyEnv) checkInvariants() {
 	records := map[string]record{}
 	queue, flight, kept := map[string]uint64{}, map[string]uint64{}, map[string]int64{}
 	var m meta
-	queued := 0
+	queued, flights, landed := 0, 0, 0
 	for _, kv := range s.Data {
 		k := string(kv.Key)
 		switch {
@@ -463,6 +463,10 @@ func (e *keyEnv) checkInvariants() {
 			}
 		case k == "c/queued":
 			queued = int(binary.BigEndian.Uint64(kv.Value))
+		case k == "c/flights":
+			flights = int(binary.BigEndian.Uint64(kv.Value))
+		case k == "c/landed":
+			landed = int(binary.BigEndian.Uint64(kv.Value))
 		case strings.HasPrefix(k, "i/"):
 			var r record
 			if err := json.Unmarshal(kv.Value, &r); err != nil {
@@ -485,6 +489,21 @@ func (e *keyEnv) checkInvariants() {
 	}
 	if queued != len(queue) {
 		e.t.Fatalf("c/queued %d, %d q/ entries", queued, len(queue))
+	}
+	if flights != len(flight) {
+		e.t.Fatalf("c/flights %d, %d f/ entries", flights, len(flight))
+	}
+	marked := 0
+	for _, r := range records {
+		if r.Landed {
+			marked++
+			if r.Status != StatusSubmitted {
+				e.t.Fatalf("%s %s still marked landed", r.Status, r.IdempotencyKey)
+			}
+		}
+	}
+	if landed != marked {
+		e.t.Fatalf("c/landed %d, %d records marked landed", landed, marked)
 	}
 	for idem, r := range records {
 		seq, inQ := queue[idem]

@@ -146,6 +146,17 @@ func (f *Fake) Ledger() []LedgerEntry {
 	return slices.Clone(f.chain.ledger)
 }
 
+// LedgerSince returns the ledger entries after the first n, in order: a reader that keeps
+// count takes only what is new.
+func (f *Fake) LedgerSince(n int) []LedgerEntry {
+	f.chain.mu.Lock()
+	defer f.chain.mu.Unlock()
+	if n >= len(f.chain.ledger) {
+		return nil
+	}
+	return slices.Clone(f.chain.ledger[n:])
+}
+
 // LedgerOf returns the ledger entries of one transaction hash, in order.
 func (f *Fake) LedgerOf(hash near.Hash) []LedgerEntry {
 	var out []LedgerEntry

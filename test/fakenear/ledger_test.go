@@ -115,6 +115,12 @@ func TestLedger(t *testing.T) {
 	if got := getLedger(t, base, "after_seq="+itoa(all[len(all)-2].Seq)); len(got) != 1 {
 		t.Fatalf("after_seq: %+v", got)
 	}
+	if got := f.LedgerSince(len(all) - 2); len(got) != 2 || got[0].Seq != all[len(all)-2].Seq || got[1].Seq != all[len(all)-1].Seq {
+		t.Fatalf("LedgerSince(%d): %+v", len(all)-2, got)
+	}
+	if got := f.LedgerSince(len(all)); got != nil {
+		t.Fatalf("LedgerSince(all): %+v", got)
+	}
 }
 
 func itoa(v uint64) string { b, _ := json.Marshal(v); return string(b) }

@@ -72,6 +72,8 @@ type options struct {
 	partitions       int
 	devices, servers int
 	keep             bool
+	skipRelayer      bool
+	relayerLatency   time.Duration
 }
 
 func main() {
@@ -115,6 +117,8 @@ func parseFlags(args []string) (options, error) {
 	fs.IntVar(&o.devices, "devices", 256, "pre-registered devices of the device workload")
 	fs.IntVar(&o.servers, "servers", 1000, "server ids the heartbeat workload rotates over")
 	fs.BoolVar(&o.keep, "keep", false, "keep the temporary directory (data, logs, binary)")
+	fs.BoolVar(&o.skipRelayer, "skip-relayer", false, "do not run the relayer workload (one node only)")
+	fs.DurationVar(&o.relayerLatency, "relayer-latency", 50*time.Millisecond, "one-way network delay of the fake NEAR node's connections in the relayer workload")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -170,6 +174,12 @@ func run(ctx context.Context, o options) error {
 	if avg, ok := loadAverage(); ok && avg > float64(runtime.NumCPU())/2 {
 		logf("WARNING: load average %.1f on %d CPUs: other processes compete for CPU and disk, so the numbers will be low and noisy", avg, runtime.NumCPU())
 	}
+	relay := o.nodes == 1 && len(o.urls) == 0 && !o.skipRelayer
+	if o.bin == "" && (len(o.urls) == 0 || relay) {
+		if o.bin, err = buildShardkeeper(ctx, tmp); err != nil {
+			return err
+		}
+	}
 	rows := []row{}
 	if err := runShardkeeper(ctx, o, tmp, &rows); err != nil {
 		return err
@@ -195,6 +205,11 @@ func run(ctx context.Context, o options) error {
 			}
 		}
 	}
+	if relay {
+		if err := runRelayer(ctx, o, o.bin, tmp, &rows); err != nil {
+			return err
+		}
+	}
 	fmt.Println()
 	printTable(os.Stdout, rows)
 	if o.nodes == 3 {
@@ -211,6 +226,7 @@ func run(ctx context.Context, o options) error {
 	}
 	printComparison(os.Stdout, rows)
 	printGoals(os.Stdout, rows)
+	printRelayer(os.Stdout, rows, o.relayerLatency)
 	if err := writeJSON(o.out, rows); err != nil {
 		return fmt.Errorf("write results: %w", err)
 	}
@@ -227,12 +243,6 @@ func runShardkeeper(ctx context.Context, o options, tmp string, rows *[]row) err
 	}
 	if len(urls) == 0 {
 		bin := o.bin
-		if bin == "" {
-			var err error
-			if bin, err = buildShardkeeper(ctx, tmp); err != nil {
-				return err
-			}
-		}
 		dir := filepath.Join(tmp, "shardkeeper")
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			return err

@@ -37,8 +37,8 @@ var limitArgs = []string{
 }
 
 // startShardkeeper starts `bin serve` in dir with limits large enough that the workloads
-// never hit them, and waits until /readyz answers 200.
-func startShardkeeper(ctx context.Context, bin, dir string, partitions int) (*shardkeeperNode, error) {
+// never hit them, and extra flags, and waits until /readyz answers 200.
+func startShardkeeper(ctx context.Context, bin, dir string, partitions int, extra ...string) (*shardkeeperNode, error) {
 	ports, err := freePorts(4)
 	if err != nil {
 		return nil, err
@@ -51,7 +51,7 @@ func startShardkeeper(ctx context.Context, bin, dir string, partitions int) (*sh
 		"--bootstrap-expect", "1",
 		"--partitions", strconv.Itoa(partitions),
 	}
-	args = append(append(args, limitArgs...), "--log-level", "warn")
+	args = append(append(append(args, limitArgs...), extra...), "--log-level", "warn")
 	p, err := startProcess("shardkeeper", filepath.Join(dir, "shardkeeper.log"), bin, args...)
 	if err != nil {
 		return nil, err
