@@ -560,7 +560,7 @@ func TestRelayerStatus(t *testing.T) {
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("relayer %+v, want %+v", got, want)
 	}
-	if r := f.log()[0]; r.method != "GET" || r.escapedPath != "/v1/relayers/relayer.near" || r.body != nil && len(r.body) != 0 {
+	if r := f.log()[0]; r.method != "GET" || r.escapedPath != "/v1/relayers/relayer.near" || len(r.body) != 0 {
 		t.Fatalf("sent %s %s %q", r.method, r.escapedPath, r.body)
 	}
 	_, err = c.Relayer(ctx, "stranger.near")

@@ -39,7 +39,7 @@ var Settings = config.NewSection("NEAR relayer", func(o *Options) []config.Optio
 		config.String(&o.TokenFile, "relayer-token-file", "", "file holding the relayer token (not shown in ps)").Checked(o.loadToken),
 		config.List(&o.RPC, "near-rpc", "URL", "NEAR JSON-RPC URLs, tried in order").Checked(o.checkRPC),
 		config.Duration(&o.Retention, "relayer-retention", "168h", "how long terminal intent records are kept").Checked(config.Positive(&o.Retention)),
-		config.Int(&o.MaxInFlight, "relayer-max-in-flight", "32", "signed, not yet final transactions per access key").Checked(config.AtLeast(&o.MaxInFlight, 1)),
+		config.Int(&o.MaxInFlight, "relayer-max-in-flight", "32", "signed transactions per access key not yet seen in a block").Checked(config.AtLeast(&o.MaxInFlight, 1)),
 	}
 })
 
