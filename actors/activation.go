@@ -49,7 +49,17 @@ type activation struct {
 	restart error
 
 	effects effectSet
+
+	// Passivation: idle is armed while the activation lives and sends it idleCheck; the
+	// check passivates it when no message came for IdleTimeout (active is the last one's
+	// time), or arms idle again. Our own timer rather than protoactor's receive timeout,
+	// whose timer goroutine races with the mailbox on the actor context.
+	idle   *time.Timer
+	active time.Time
 }
+
+// idleCheck is sent by the activation's idle timer.
+type idleCheck struct{}
 
 // actRef is the partition registry's handle on an activation.
 type actRef struct {
@@ -132,12 +142,16 @@ type commitDone struct {
 type retire struct{ reason error }
 
 func (a *activation) Receive(c actor.Context) {
+	if _, ok := c.Message().(idleCheck); !ok {
+		a.active = time.Now()
+	}
 	switch m := c.Message().(type) {
 	case *actor.Started:
 		a.self = c.Self()
 		a.rt.metrics.active.WithLabelValues(a.kind.Name).Inc()
 		a.rt.metrics.activations.WithLabelValues(a.kind.Name).Inc()
-		c.SetReceiveTimeout(a.rt.opts.IdleTimeout)
+		self, root := a.self, a.rt.system.Root
+		a.idle = time.AfterFunc(a.rt.opts.IdleTimeout, func() { root.Send(self, idleCheck{}) })
 		a.activate(c)
 	case *envelope:
 		a.dequeued()
@@ -159,9 +173,16 @@ func (a *activation) Receive(c actor.Context) {
 		a.fail(c, m.reason)
 	case stopSelf:
 		c.Stop(c.Self())
-	case *actor.ReceiveTimeout:
-		a.maybePassivate(c)
+	case idleCheck:
+		if wait := a.rt.opts.IdleTimeout - time.Since(a.active); wait > 0 {
+			a.idle.Reset(wait)
+		} else {
+			a.maybePassivate(c)
+		}
 	case *actor.Stopped:
+		if a.idle != nil {
+			a.idle.Stop()
+		}
 		a.effects.close()
 		if d, ok := a.handler.(Deactivator); ok {
 			a.invoke(func() ([]byte, error) { d.Deactivate(); return nil, nil })
@@ -407,5 +428,5 @@ func (a *activation) maybePassivate(c actor.Context) {
 		c.Stop(c.Self())
 		return
 	}
-	c.SetReceiveTimeout(a.rt.opts.IdleTimeout)
+	a.idle.Reset(a.rt.opts.IdleTimeout)
 }
