@@ -221,8 +221,10 @@ func (s *OrderedSender) retireLocked() {
 
 // replayLocked writes the lost calls again, in their order, on a new connection, until none
 // is left: a connection that breaks meanwhile puts its calls back at the front, followed by
-// those not yet written. When no endpoint can be dialed, the lost calls fail. s.mu is held.
+// those not yet written. When no endpoint can be dialed, or new connections end before taking
+// a request twice in a row, the lost calls fail. s.mu is held.
 func (s *OrderedSender) replayLocked() {
+	closedAtOnce := 0
 	for {
 		s.retireLocked()
 		s.lostMu.Lock()
@@ -236,7 +238,8 @@ func (s *OrderedSender) replayLocked() {
 			answerAll(lost, s.c.endpoints[0], errClosed)
 			return
 		}
-		if s.conn == nil {
+		fresh := s.conn == nil
+		if fresh {
 			oc, err := s.dial(context.Background(), lost[0].method)
 			if err != nil {
 				answerAll(lost, s.c.endpoints[0], err)
@@ -245,9 +248,20 @@ func (s *OrderedSender) replayLocked() {
 			s.conn = oc
 		}
 		for i, call := range lost {
+			oc := s.conn
 			joined := s.writeLocked(call)
-			if joined && s.conn.writable() {
+			if joined && oc.writable() {
 				continue
+			}
+			if !joined && i == 0 && fresh {
+				// The endpoint accepts connections and closes them: try another, and give up
+				// on the second such connection rather than dial for ever.
+				oc.ep.setDownUntil(s.c.now().Add(s.c.cooldown))
+				if closedAtOnce++; closedAtOnce > 1 {
+					s.retireLocked()
+					answerAll(lost, oc.ep, errors.New("new connections closed before taking a request"))
+					break
+				}
 			}
 			// Broken: its calls are lost again; those not on it yet follow them.
 			rest := lost[i:]

@@ -653,3 +653,46 @@ func TestOrderedSenderTLS(t *testing.T) {
 		t.Fatalf("the server saw %v", got)
 	}
 }
+
+// An endpoint that takes the requests, drops the connection, then closes every new connection
+// at once: the lost calls fail as outcome unknown after a bounded number of connections, rather
+// than being dialed for ever, and the sender still closes.
+func TestOrderedSenderEndpointClosingAtOnce(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	var conns atomic.Int32
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			if conns.Add(1) == 1 {
+				go func() {
+					buf := make([]byte, 4096)
+					c.Read(buf) // the requests arrive; no answer comes
+					c.Close()
+				}()
+				continue
+			}
+			c.Close()
+		}
+	}()
+	s := newSender(t, "http://"+ln.Addr().String()+"/")
+	results, _ := sendChain(t, s, dummyTxs(3), nil)
+	for i, ch := range results {
+		if r := wait(t, ch); !near.IsOutcomeUnknown(r.err) {
+			t.Fatalf("send %d: got %v, want outcome unknown", i, r.err)
+		}
+	}
+	// Each call is at the head of at most MaxReplays+1 connections.
+	if n := conns.Load(); n > 1+3*(near.MaxReplays+1) {
+		t.Fatalf("%d connections for 3 lost calls", n)
+	}
+	done := make(chan struct{})
+	go func() { s.Close(); close(done) }()
+	waitClosed(t, done, "Close")
+}

@@ -44,6 +44,9 @@ type Flight struct {
 	// Stale: a send of these bytes was refused for their nonce or block hash. The bytes can
 	// then never land unless they landed already, which a status query tells.
 	Stale bool
+	// Recent: sent less than a few blocks ago. A node does not know a transaction that waits
+	// in its pool for the next block, so an unknown answer then says nothing yet.
+	Recent bool
 }
 
 // Decision is a verdict with what goes with it.
@@ -191,6 +194,9 @@ func DecideStatus(f Flight, head, window uint64, o *Outcome, err error) Decision
 	}
 	if head > f.BlockHeight && head-f.BlockHeight > window {
 		return Decision{Verdict: Replace, BlockStale: true} // its block hash expired, and it never landed
+	}
+	if f.Recent {
+		return Decision{Verdict: Wait} // likely on its way to a block: ask again at the next poll
 	}
 	return Decision{Verdict: Resend}
 }

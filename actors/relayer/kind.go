@@ -180,7 +180,11 @@ type keyActor struct {
 	// blockEvery estimates the chain's block interval from the blocks seen: polls come about
 	// once a block (within MinPollInterval and PollInterval).
 	blockEvery time.Duration
-	busy       map[string]bool
+	rose       struct { // the last rise of the block height seen, for blockEvery
+		height uint64
+		at     time.Time
+	}
+	busy map[string]bool
 	// queueLow and flightLow bound the q/ and f/ keys from below: no queued intent has a
 	// smaller seq, no transaction in flight a smaller nonce. Scans start there instead of at
 	// the prefix, whose deleted entries (every intent leaves a q/ and an f/ tombstone) would
@@ -277,22 +281,34 @@ func (a *keyActor) reconcile(ctx *actors.Context) error {
 	if len(flights) > 0 {
 		a.request(ctx, effectBlock, a.fetchBlock)
 	}
-	if n, err := flightCount.Get(ctx); err != nil {
-		return err
-	} else if n != len(flights) {
-		flightCount.Set(ctx, len(flights)) // counted by every activation that changes f/
-	}
 	// Re-send first, in nonce order (f/ keys sort by nonce), so that the sends of this
 	// activation keep the key's order; re-sending what may have landed is harmless.
+	landed := 0
 	for _, kv := range flights {
 		r, ok, err := loadRecord(ctx, string(kv.Value))
 		if err != nil {
 			return err
 		}
+		if ok && r.Landed {
+			landed++
+		}
 		if ok && !r.terminal() && r.Nonce != nil {
-			a.send(ctx, r)
-			a.met.resent()
+			if a.send(ctx, r) {
+				a.met.resent()
+			}
 			a.query(ctx, r)
+		}
+	}
+	// The counts are kept by every message that changes f/; a new activation checks them
+	// against the index it just read (they only drive the pipeline's bound and the status).
+	for _, c := range []struct {
+		counter kit.Counter
+		want    int
+	}{{flightCount, len(flights)}, {landedCount, landed}} {
+		if n, err := c.counter.Get(ctx); err != nil {
+			return err
+		} else if n != c.want {
+			c.counter.Set(ctx, c.want)
 		}
 	}
 	if err := a.resumeMoves(ctx); err != nil {
@@ -304,7 +320,7 @@ func (a *keyActor) reconcile(ctx *actors.Context) error {
 // Deactivate implements actors.Deactivator: the key's connection and gauges go with its
 // activation.
 func (a *keyActor) Deactivate() {
-	a.sender.Close()
+	go a.sender.Close() // it may wait for a write or a dial under way: not on the mailbox
 	a.met.drop()
 }
 
@@ -354,13 +370,12 @@ func (a *keyActor) tick(ctx *actors.Context) error {
 		if !ok || r.terminal() || r.Nonce == nil {
 			continue
 		}
-		if *r.Nonce <= upTo {
+		if *r.Nonce <= upTo && a.send(ctx, r) {
+			a.met.resent()
 			r.SentAt = now
 			if err := putJSON(ctx, intentKey(r.IdempotencyKey), r); err != nil {
 				return err
 			}
-			a.send(ctx, r)
-			a.met.resent()
 		}
 		if !a.busy[effectSend+nonceName(*r.Nonce)] {
 			a.query(ctx, r)
@@ -492,13 +507,18 @@ func (a *keyActor) onBlock(ctx *actors.Context, res actors.EffectResult) error {
 	if m.Block != nil && b.Height < m.Block.Height {
 		return nil // an answer older than one already seen
 	}
-	if m.Block != nil && b.Height > m.Block.Height {
-		every := ctx.Now().Sub(time.UnixMilli(m.Block.SeenAt)) / time.Duration(b.Height-m.Block.Height)
-		if a.blockEvery == 0 {
-			a.blockEvery = every
-		} else {
-			a.blockEvery = (3*a.blockEvery + every) / 4
+	if now := ctx.Now(); b.Height > a.rose.height {
+		// Sampled only when the height rises, against when the last rise was seen: answers
+		// that repeat a height say nothing of the block interval.
+		if a.rose.height > 0 {
+			every := now.Sub(a.rose.at) / time.Duration(b.Height-a.rose.height)
+			if a.blockEvery == 0 {
+				a.blockEvery = every
+			} else {
+				a.blockEvery = (3*a.blockEvery + every) / 4
+			}
 		}
+		a.rose.height, a.rose.at = b.Height, now
 	}
 	m.Block = &blockRecord{Height: b.Height, Hash: b.Hash, SeenAt: ctx.Now().UnixMilli()}
 	return putJSON(ctx, keyMeta, m)
@@ -536,7 +556,9 @@ func (a *keyActor) onTx(ctx *actors.Context, res actors.EffectResult, nonceStr s
 		if m.Block != nil {
 			head = m.Block.Height
 		}
-		d = DecideStatus(r.flight(), head, a.cfg.ValidityBlocks, o, res.Err)
+		f := r.flight()
+		f.Recent = ctx.Now().Sub(time.UnixMilli(r.SentAt)) < a.resendAfter()
+		d = DecideStatus(f, head, a.cfg.ValidityBlocks, o, res.Err)
 	}
 	return a.apply(ctx, &m, r, d, o, res.Err)
 }
@@ -552,7 +574,7 @@ func (a *keyActor) apply(ctx *actors.Context, m *meta, r *record, d Decision, o 
 		changed = true
 	}
 	if d.AkNonce != nil {
-		next := *d.AkNonce + 1
+		next := NextNonce(m.LastUsed, *d.AkNonce)
 		if m.NextNonce != nil {
 			next = max(next, *m.NextNonce)
 		}
@@ -694,6 +716,11 @@ func (a *keyActor) driveAndArm(ctx *actors.Context) error {
 	}
 	return a.poll.Arm(ctx, ctx.Now().Add(a.pollEvery()).UnixMilli())
 }
+
+// resendAfter is how long after its last send a transaction the node does not know is left
+// to reach a block before it is sent again: three blocks (three polls before the block
+// interval is known).
+func (a *keyActor) resendAfter() time.Duration { return 3 * a.pollEvery() }
 
 // pollEvery is the poll period: about one block, within MinPollInterval and PollInterval.
 func (a *keyActor) pollEvery() time.Duration {
@@ -853,10 +880,10 @@ func (a *keyActor) request(ctx *actors.Context, name string, fn actors.EffectFun
 
 // send sends r's stored bytes, behind the sends of smaller nonces of this activation: it
 // starts once theirs are written.
-func (a *keyActor) send(ctx *actors.Context, r *record) {
+func (a *keyActor) send(ctx *actors.Context, r *record) bool {
 	name := effectSend + nonceName(*r.Nonce)
 	if a.busy[name] {
-		return
+		return false
 	}
 	t := a.seq.take(*r.Nonce)
 	a.tickets = append(a.tickets, t)
@@ -874,6 +901,7 @@ func (a *keyActor) send(ctx *actors.Context, r *record) {
 		}
 		return encodeOutcome(out)
 	})
+	return true
 }
 
 // query asks for r's transaction by its signed bytes (see StatusWait).

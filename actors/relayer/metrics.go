@@ -88,11 +88,12 @@ func (m *Metrics) event(e string) {
 	}
 }
 
-// keyMetrics are the instruments of one key actor, resolved once.
+// keyMetrics are the instruments of one key actor. The counters are resolved once; the
+// gauges at each set, since the activation before this one may delete them when it ends
+// after this one started.
 type keyMetrics struct {
 	m                                     *Metrics
 	key                                   string
-	queued, inFlight                      prometheus.Gauge
 	invalidNonce, resends, unknownOutcome prometheus.Counter
 }
 
@@ -101,7 +102,6 @@ func (m *Metrics) forKey(key string) *keyMetrics {
 		return nil
 	}
 	return &keyMetrics{m: m, key: key,
-		queued: m.queued.WithLabelValues(key), inFlight: m.inFlight.WithLabelValues(key),
 		invalidNonce: m.invalidNonce.WithLabelValues(key), resends: m.resends.WithLabelValues(key),
 		unknownOutcome: m.unknown.WithLabelValues(key)}
 }
@@ -109,8 +109,8 @@ func (m *Metrics) forKey(key string) *keyMetrics {
 // depth sets the key's gauges.
 func (k *keyMetrics) depth(queued, inFlight int) {
 	if k != nil {
-		k.queued.Set(float64(queued))
-		k.inFlight.Set(float64(inFlight))
+		k.m.queued.WithLabelValues(k.key).Set(float64(queued))
+		k.m.inFlight.WithLabelValues(k.key).Set(float64(inFlight))
 	}
 }
 
