@@ -45,6 +45,16 @@ type ClusterStatus struct {
 	Partitions []cluster.PartitionStatus `json:"partitions"`
 }
 
+// IsOps reports whether r is a health check or a metrics scrape: those answer whatever the
+// load (see Shed).
+func IsOps(r *http.Request) bool {
+	switch r.URL.Path {
+	case "/healthz", "/readyz", "/metrics":
+		return true
+	}
+	return false
+}
+
 // RegisterOps adds /healthz, /readyz, /metrics and /v1/cluster to mux.
 func RegisterOps(mux *http.ServeMux, view ClusterView, gatherer prometheus.Gatherer) {
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {

@@ -61,6 +61,10 @@ type Config struct {
 	LogLevel             string        // --log-level info: debug|info|warn|error
 	LogFormat            string        // --log-format json: json|text, the format of the logs on stderr
 	DebugAddr            string        // --debug-addr, default "" (off): host:port serving /debug/pprof/
+	HTTPMaxConns         int           // --http-max-conns 4096: open connections of the HTTP API, 0: no bound
+	HTTPMaxInFlight      int           // --http-max-in-flight 2048: requests served at once, 0: no bound
+	HTTPReadTimeout      time.Duration // --http-read-timeout 30s: a whole request, body included
+	HTTPIdleTimeout      time.Duration // --http-idle-timeout 60s: a keep-alive connection between requests
 	ConfigFile           string        // --config, path of the YAML file (not itself settable from YAML)
 
 	// sections holds the loaded value (*T) of each Section, read with Section.Get.
@@ -98,6 +102,10 @@ func coreOptions(c *Config) []Option {
 		String(&c.LogLevel, "log-level", "info", "log level: debug, info, warn or error"),
 		String(&c.LogFormat, "log-format", "json", "format of the logs on stderr: json or text"),
 		String(&c.DebugAddr, "debug-addr", "", "host:port serving Go profiles at /debug/pprof/ on a listener of its own; empty disables it (keep it off public interfaces)"),
+		Int(&c.HTTPMaxConns, "http-max-conns", "4096", "open connections of the HTTP API at most; past it a new one replaces the connection idle the longest, or is answered 503 (0: no bound)").Checked(AtLeast(&c.HTTPMaxConns, 0)),
+		Int(&c.HTTPMaxInFlight, "http-max-in-flight", "2048", "requests the HTTP API serves at once at most; more are answered 503 with Retry-After at once (0: no bound; health checks and metrics always pass)").Checked(AtLeast(&c.HTTPMaxInFlight, 0)),
+		Duration(&c.HTTPReadTimeout, "http-read-timeout", "30s", "time a client has to send a whole request, body included, before its connection is closed").Checked(Positive(&c.HTTPReadTimeout)),
+		Duration(&c.HTTPIdleTimeout, "http-idle-timeout", "60s", "a keep-alive connection with no request for this long is closed").Checked(Positive(&c.HTTPIdleTimeout)),
 		{Name: "config", Usage: "path of a YAML file of settings, keyed by flag name", NoFile: true, Value: stringValue{&c.ConfigFile}},
 	}
 }

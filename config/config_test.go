@@ -63,9 +63,10 @@ func TestDefault(t *testing.T) {
 		RaftElectionTimeout:  500 * time.Millisecond,
 		RaftCommitTimeout:    500 * time.Millisecond,
 		SnapshotThreshold:    8192, SnapshotInterval: 2 * time.Minute, RaftTrailingLogs: 10240,
-		LogLevel:   "info",
-		LogFormat:  "json",
-		ConfigFile: "",
+		LogLevel:     "info",
+		LogFormat:    "json",
+		ConfigFile:   "",
+		HTTPMaxConns: 4096, HTTPMaxInFlight: 2048, HTTPReadTimeout: 30 * time.Second, HTTPIdleTimeout: time.Minute,
 	}
 	if got := Default(); !reflect.DeepEqual(got, want) {
 		t.Fatalf("Default() =\n%+v\nwant\n%+v", got, want)
@@ -120,6 +121,10 @@ var samples = map[string]struct {
 	"log-level":              {"debug", func(c *Config) { c.LogLevel = "debug" }},
 	"log-format":             {"text", func(c *Config) { c.LogFormat = "text" }},
 	"debug-addr":             {"127.0.0.1:6060", func(c *Config) { c.DebugAddr = "127.0.0.1:6060" }},
+	"http-max-conns":         {"100", func(c *Config) { c.HTTPMaxConns = 100 }},
+	"http-max-in-flight":     {"0", func(c *Config) { c.HTTPMaxInFlight = 0 }},
+	"http-read-timeout":      {"5s", func(c *Config) { c.HTTPReadTimeout = 5 * time.Second }},
+	"http-idle-timeout":      {"90s", func(c *Config) { c.HTTPIdleTimeout = 90 * time.Second }},
 	"advertise-addr":         {"10.0.0.7", func(c *Config) { c.AdvertiseAddr = "10.0.0.7" }},
 }
 

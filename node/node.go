@@ -157,8 +157,12 @@ func Start(cfg config.Config, opts Options) (n *Node, err error) {
 	if err != nil {
 		return nil, err
 	}
-	n.http = &http.Server{Handler: n.drainAware(handler), ReadHeaderTimeout: 10 * time.Second}
-	go func() { n.served <- n.http.Serve(n.ln) }()
+	guard := api.NewConnGuard(cfg.HTTPMaxConns)
+	n.http = &http.Server{Handler: n.drainAware(api.Shed(cfg.HTTPMaxInFlight, api.IsOps, handler)), ConnState: guard.ConnState}
+	api.ServerTimeouts{ReadHeader: min(10*time.Second, cfg.HTTPReadTimeout), Read: cfg.HTTPReadTimeout,
+		Write: api.MaxWait + cfg.RequestTimeout + 10*time.Second, Idle: cfg.HTTPIdleTimeout}.Apply(n.http)
+	ln := guard.Listener(n.ln)
+	go func() { n.served <- n.http.Serve(ln) }()
 	if cfg.DebugAddr != "" {
 		if n.debug, err = startDebug(cfg.DebugAddr, logger); err != nil {
 			return nil, err

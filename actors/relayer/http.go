@@ -12,7 +12,7 @@ import (
 )
 
 // MaxWait bounds the ?wait= of a GET of an intent.
-const MaxWait = 30 * time.Second
+const MaxWait = api.MaxWait
 
 // server answers the relayer's HTTP routes. A submit records where its idempotency key lives
 // in the index (claim) before it submits there, and a read looks it up first, so a repeat

@@ -1,6 +1,7 @@
-// Package crash holds multi-process tests that kill a node (SIGKILL) and restart it on the same
-// data directory: no acknowledged write is lost or applied twice, durable alarms fire after the
-// crash, and a data directory refuses a different partition count.
+// Package crash holds multi-process tests that abuse a node: kills (SIGKILL) with a restart on
+// the same data directory — no acknowledged write is lost or applied twice, durable alarms
+// fire after the crash, and a data directory refuses a different partition count — and floods
+// of connections that must be shed (flood_test.go).
 package crash
 
 import (
