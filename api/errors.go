@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"maps"
 	"math"
 	"net/http"
@@ -124,7 +125,9 @@ func AsError(err error) *Error {
 	case errors.Is(err, actors.ErrUnavailable):
 		e = &Error{Status: http.StatusServiceUnavailable, Code: "unavailable", Message: err.Error()}
 	default:
-		e = &Error{Status: http.StatusInternalServerError, Code: "internal", Message: err.Error()}
+		// Its text may say how the node works inside: logged, not answered.
+		slog.Error("internal error", "error", err)
+		e = &Error{Status: http.StatusInternalServerError, Code: "internal", Message: "internal error; the node's log has the details"}
 	}
 	if (e.Status == http.StatusTooManyRequests || e.Status == http.StatusServiceUnavailable) && e.RetryAfter <= 0 {
 		e.RetryAfter = retryAfterUnavailable

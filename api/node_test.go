@@ -42,3 +42,28 @@ func TestNodeHTTP(t *testing.T) {
 		}
 	}
 }
+
+// No error answer repeats what the client sent: invalid identifiers in paths and bodies, of
+// every domain, are named by their field only.
+func TestErrorsDoNotEchoInput(t *testing.T) {
+	n := apitest.Start(t, nil)
+	const mark = "evil<script>"
+	esc := "evil%3Cscript%3E"
+	for _, c := range []struct {
+		method, path string
+		body         any
+	}{
+		{"POST", "/v1/attest/" + esc + "/register", `{}`},
+		{"POST", "/v1/attest/r1/register", map[string]any{"device_id": mark, "version": "1", "platform": "p", "build_hash": "h", "public_key": "AAAA"}},
+		{"POST", "/v1/attest/r1/challenge", map[string]any{"device_id": mark}},
+		{"PUT", "/v1/servers/r1/" + esc, map[string]any{"address": "a"}},
+		{"GET", "/v1/servers/" + esc, nil},
+		{"POST", "/servers", map[string]any{"serverId": mark, "address": "a"}},
+		{"POST", "/v1/nonces", map[string]any{"org_id": mark}},
+	} {
+		r := n.Do(t, c.method, c.path, c.body)
+		if r.Status != http.StatusBadRequest || strings.Contains(string(r.Body), "evil") {
+			t.Errorf("%s %s: %d %s", c.method, c.path, r.Status, r.Body)
+		}
+	}
+}

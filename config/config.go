@@ -45,6 +45,7 @@ type Config struct {
 	Partitions      int      // --partitions 16: P, fixed at bootstrap, 1..4096
 	Replicas        int      // --replicas 3: R (capped by cluster size), >= 1
 	AdminToken      string   // --admin-token, default "" (admin endpoints disabled)
+	AdminTokenFile  string   // --admin-token-file: AdminToken read from this file
 
 	// Runtime tuning (our extensions of the contract):
 
@@ -88,7 +89,8 @@ func coreOptions(c *Config) []Option {
 		Int(&c.BootstrapExpect, "bootstrap-expect", "1", "members to wait for before the first cluster bootstraps (>= 1)"),
 		Int(&c.Partitions, "partitions", "16", "number of partitions P, fixed at bootstrap (1..4096)"),
 		Int(&c.Replicas, "replicas", "3", "replication factor R, capped by the cluster size (>= 1)"),
-		String(&c.AdminToken, "admin-token", "", "bearer token of the admin endpoints; empty disables them"),
+		String(&c.AdminToken, "admin-token", "", "bearer token of the admin endpoints; empty disables them (prefer --admin-token-file: a flag shows in ps)"),
+		String(&c.AdminTokenFile, "admin-token-file", "", "file holding the admin token, readable by its owner only").Checked(c.loadAdminToken),
 		Duration(&c.RequestTimeout, "request-timeout", "5s", "deadline of one request, commit included"),
 		Duration(&c.ActorIdleTimeout, "actor-idle-timeout", "2m", "idle actor activations are passivated after this"),
 		Duration(&c.ShutdownDrain, "shutdown-drain", "2s", "on SIGTERM, keep serving this long with /readyz failing and connections closed after each response, so that clients and load balancers move away before the listener closes (0 disables)"),
@@ -108,6 +110,19 @@ func coreOptions(c *Config) []Option {
 		Duration(&c.HTTPIdleTimeout, "http-idle-timeout", "60s", "a keep-alive connection with no request for this long is closed").Checked(Positive(&c.HTTPIdleTimeout)),
 		{Name: "config", Usage: "path of a YAML file of settings, keyed by flag name", NoFile: true, Value: stringValue{&c.ConfigFile}},
 	}
+}
+
+// loadAdminToken reads --admin-token-file into AdminToken.
+func (c *Config) loadAdminToken() error {
+	if c.AdminTokenFile == "" {
+		return nil
+	}
+	if c.AdminToken != "" {
+		return errors.New("give --admin-token or --admin-token-file, not both")
+	}
+	t, err := ReadToken(c.AdminTokenFile)
+	c.AdminToken = t
+	return err
 }
 
 // hostname is the default node id: the host name, or "" (rejected by Validate) when unknown.

@@ -684,3 +684,52 @@ func TestLoadDoesNotAlias(t *testing.T) {
 		t.Fatalf("Default().Join = %q after loads", d.Join)
 	}
 }
+
+// The sample of --admin-token-file: a token file readable by its owner only.
+func init() {
+	f, err := os.CreateTemp("", "shardkeeper-admin-token-")
+	if err != nil {
+		panic(err)
+	}
+	defer f.Close()
+	f.WriteString("  file-token-0123456789abcdef0123456789\n")
+	path := f.Name()
+	samples["admin-token-file"] = struct {
+		in   string
+		want func(*Config)
+	}{path, func(c *Config) { c.AdminTokenFile, c.AdminToken = path, "file-token-0123456789abcdef0123456789" }}
+}
+
+// A token file is refused when other users can access it, when empty, and beside a token
+// flag; errors name the file, never its content.
+func TestAdminTokenFile(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, content string, mode os.FileMode) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(content), mode); err != nil {
+			t.Fatal(err)
+		}
+		os.Chmod(p, mode)
+		return p
+	}
+	open := write("open", "supersecret-open-token", 0o644)
+	empty := write("empty", " \n", 0o600)
+	good := write("good", "supersecret-good-token", 0o600)
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--admin-token-file", open}, "accessible by other users"},
+		{[]string{"--admin-token-file", empty}, "empty"},
+		{[]string{"--admin-token-file", good, "--admin-token", "x"}, "not both"},
+		{[]string{"--admin-token-file", filepath.Join(dir, "missing")}, "no such file"},
+	} {
+		_, err := Load(append(append([]string{}, baseArgs...), c.args...), env(nil), nil)
+		if err == nil || !strings.Contains(err.Error(), c.want) || strings.Contains(err.Error(), "supersecret") {
+			t.Errorf("%v: %v, want an error saying %q without the token", c.args, err, c.want)
+		}
+	}
+	if !WeakToken("short") || WeakToken("") || WeakToken(strings.Repeat("x", MinTokenBytes)) {
+		t.Error("WeakToken")
+	}
+}

@@ -84,6 +84,15 @@ func Load(args []string, lookupEnv func(string) (string, bool), usage io.Writer,
 		return Config{}, err // not reached: the same args parsed above
 	}
 
+	// The checks of core options that load something (a token file) run once every source
+	// is applied; Validate runs the sections' own.
+	for _, o := range s.core {
+		if o.Check != nil {
+			if err := o.Check(); err != nil {
+				return Config{}, fmt.Errorf("invalid --%s: %w", o.Name, err)
+			}
+		}
+	}
 	if err := s.c.Validate(); err != nil {
 		return Config{}, err
 	}

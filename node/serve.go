@@ -26,6 +26,9 @@ func Serve(args []string, opts Options) error {
 	logger := slog.New(logHandler(os.Stderr, cfg.LogFormat, cfg.SlogLevel()))
 	slog.SetDefault(logger)
 	opts.Logger = logger
+	if config.WeakToken(cfg.AdminToken) {
+		logger.Warn("the admin token is weak: shorter than 32 bytes", "min_bytes", config.MinTokenBytes)
+	}
 	n, err := Start(cfg, opts)
 	if err != nil {
 		return err

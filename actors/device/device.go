@@ -221,7 +221,7 @@ func checkDeviceID(id string) *actors.Error {
 		return missing("device_id")
 	}
 	if !ident.Long(id) {
-		return actors.Errorf("invalid_id", "device_id %s is not a valid identifier", kit.Quote(id))
+		return actors.Errorf("invalid_id", "device_id is not a valid identifier")
 	}
 	return nil
 }

@@ -122,7 +122,7 @@ func (s *server) forward(w http.ResponseWriter, r *http.Request, registry, metho
 // returns false.
 func decodeBody[T interface{ Validate() *actors.Error }](w http.ResponseWriter, r *http.Request, registry string, dst *T) bool {
 	if !ident.Name(registry) {
-		api.WriteAPIError(w, api.InvalidID("registry", registry))
+		api.WriteAPIError(w, api.InvalidID("registry"))
 		return false
 	}
 	if err := api.DecodeJSON(r, dst); err != nil {
@@ -141,7 +141,7 @@ func decodeBody[T interface{ Validate() *actors.Error }](w http.ResponseWriter, 
 func deviceInPath(w http.ResponseWriter, r *http.Request) (string, DeviceRef, bool) {
 	registry, ref := r.PathValue("registry"), DeviceRef{DeviceID: r.PathValue("device_id")}
 	if !ident.Name(registry) {
-		api.WriteAPIError(w, api.InvalidID("registry", registry))
+		api.WriteAPIError(w, api.InvalidID("registry"))
 		return "", ref, false
 	}
 	if err := ref.Validate(); err != nil {

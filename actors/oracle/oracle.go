@@ -167,7 +167,7 @@ func ValidateOrg(org string) *actors.Error {
 		return actors.Errorf("invalid_request", "missing required field %q", "org_id")
 	}
 	if !ident.Name(org) {
-		return actors.Errorf("invalid_id", "org_id %s is not a valid identifier", kit.Quote(org))
+		return actors.Errorf("invalid_id", "org_id is not a valid identifier")
 	}
 	return nil
 }

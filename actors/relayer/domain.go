@@ -2,10 +2,8 @@ package relayer
 
 import (
 	"errors"
-	"fmt"
+	"log/slog"
 	"net/http"
-	"os"
-	"strings"
 	"time"
 
 	"github.com/shardkeeper/shardkeeper/actors"
@@ -69,14 +67,9 @@ func (o *Options) loadToken() error {
 	if o.Token != "" {
 		return errors.New("give --relayer-token or --relayer-token-file, not both")
 	}
-	b, err := os.ReadFile(o.TokenFile)
-	if err != nil {
-		return fmt.Errorf("read the token file: %w", errors.Unwrap(err))
-	}
-	if o.Token = strings.TrimSpace(string(b)); o.Token == "" {
-		return errors.New("the token file is empty")
-	}
-	return nil
+	t, err := config.ReadToken(o.TokenFile)
+	o.Token = t
+	return err
 }
 
 func (o *Options) checkRPC() error {
@@ -109,6 +102,9 @@ func Domain() domain.Domain {
 		Settings: Settings,
 		Kinds: func(cfg config.Config, env domain.Env) []actors.Kind {
 			o := Settings.Get(cfg)
+			if config.WeakToken(o.Token) {
+				slog.Warn("the relayer token is weak: shorter than 32 bytes", "min_bytes", config.MinTokenBytes)
+			}
 			m := NewMetrics(env.Registerer)
 			kc := Config{Keys: o.keys, Caller: env.Caller, MaxInFlight: o.MaxInFlight, Retention: o.Retention, Metrics: m}
 			if len(o.RPC) > 0 {

@@ -241,7 +241,7 @@ func (s SubmitRequest) check() (checked, error) {
 		}
 	}
 	if !idemPattern.MatchString(s.IdempotencyKey) {
-		return c, actors.Errorf("invalid_id", "idempotency_key %s does not match %s", kit.Quote(s.IdempotencyKey), idemPattern)
+		return c, actors.Errorf("invalid_id", "idempotency_key does not match %s", idemPattern)
 	}
 	c.idem = s.IdempotencyKey
 	body, err := json.Marshal(struct {

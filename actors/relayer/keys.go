@@ -5,11 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"io/fs"
-	"os"
 	"sort"
 
+	"github.com/shardkeeper/shardkeeper/config"
 	"github.com/shardkeeper/shardkeeper/near"
 )
 
@@ -33,42 +31,15 @@ type keysFile struct {
 
 // LoadKeys reads and checks the keys file at path.
 func LoadKeys(path string) (*Keys, error) {
-	f, err := os.Open(path)
+	b, err := config.ReadSecretFile(path, "relayer keys file", 1<<20)
 	if err != nil {
-		return nil, fmt.Errorf("relayer keys file: %w", err)
-	}
-	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return nil, fmt.Errorf("relayer keys file: %w", err)
-	}
-	if err := checkPrivate(path, st); err != nil {
 		return nil, err
-	}
-	b, err := io.ReadAll(io.LimitReader(f, 1<<20+1))
-	if err != nil {
-		return nil, fmt.Errorf("relayer keys file %s: %w", path, err)
-	}
-	if len(b) > 1<<20 {
-		return nil, fmt.Errorf("relayer keys file %s: larger than 1 MiB", path)
 	}
 	k, err := ParseKeys(b)
 	if err != nil {
 		return nil, fmt.Errorf("relayer keys file %s: %w", path, err)
 	}
 	return k, nil
-}
-
-// checkPrivate refuses a keys file that is not a regular file or that group or others may
-// read or write.
-func checkPrivate(path string, st fs.FileInfo) error {
-	if !st.Mode().IsRegular() {
-		return fmt.Errorf("relayer keys file %s is not a regular file", path)
-	}
-	if perm := st.Mode().Perm(); perm&0o077 != 0 {
-		return fmt.Errorf("relayer keys file %s is accessible by other users (mode %04o): make it readable by its owner only (chmod 600)", path, perm)
-	}
-	return nil
 }
 
 // ParseKeys parses the keys file's contents. Every account id must be valid and listed once,

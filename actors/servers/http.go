@@ -80,7 +80,7 @@ func (s *server) postLegacy(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if !ident.Name(body.ServerID) {
-		api.WriteAPIError(w, api.InvalidID("serverId", body.ServerID))
+		api.WriteAPIError(w, api.InvalidID("serverId"))
 		return
 	}
 	s.register(w, r, defaultRegistry, Registration(body))
@@ -107,7 +107,7 @@ func (s *server) register(w http.ResponseWriter, r *http.Request, registry strin
 
 func (s *server) list(w http.ResponseWriter, r *http.Request, registry string) {
 	if !ident.Name(registry) {
-		api.WriteAPIError(w, api.InvalidID("registry", registry))
+		api.WriteAPIError(w, api.InvalidID("registry"))
 		return
 	}
 	out, err := api.CallRaw(r.Context(), s.caller, s.cfg.RequestTimeout, KindName, registry, MethodList, struct{}{})
@@ -136,11 +136,11 @@ func (s *server) delete(w http.ResponseWriter, r *http.Request) {
 func serverInPath(w http.ResponseWriter, r *http.Request) (string, string, bool) {
 	registry, id := r.PathValue("registry"), r.PathValue("server_id")
 	if !ident.Name(registry) {
-		api.WriteAPIError(w, api.InvalidID("registry", registry))
+		api.WriteAPIError(w, api.InvalidID("registry"))
 		return "", "", false
 	}
 	if !ident.Name(id) {
-		api.WriteAPIError(w, api.InvalidID("server_id", id))
+		api.WriteAPIError(w, api.InvalidID("server_id"))
 		return "", "", false
 	}
 	return registry, id, true

@@ -112,7 +112,7 @@ type List struct {
 // meta not a JSON object, or over MaxMetaBytes once compacted).
 func (r *Registration) Validate() *actors.Error {
 	if !ident.Name(r.ServerID) {
-		return actors.Errorf("invalid_id", "server_id %s is not a valid identifier", kit.Quote(r.ServerID))
+		return actors.Errorf("invalid_id", "server_id is not a valid identifier")
 	}
 	if r.Address == "" {
 		return actors.Errorf("invalid_request", "missing required field %q", "address")
@@ -328,7 +328,7 @@ func (r *registry) list(ctx *actors.Context) ([]byte, error) {
 // is collected all the same).
 func (r *registry) delete(ctx *actors.Context, id string) error {
 	if !ident.Name(id) {
-		return actors.Errorf("invalid_id", "server_id %s is not a valid identifier", kit.Quote(id))
+		return actors.Errorf("invalid_id", "server_id is not a valid identifier")
 	}
 	rec, found, err := r.record(ctx, id)
 	if err != nil {
