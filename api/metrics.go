@@ -1,6 +1,7 @@
 package api
 
 import (
+	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -30,10 +31,17 @@ func Instrument(reg prometheus.Registerer, h http.Handler) (http.Handler, error)
 		Help:    "Time to answer an HTTP request, by route pattern and method.",
 		Buckets: prometheus.DefBuckets,
 	}, []string{"route", "method"})
-	for _, c := range []prometheus.Collector{requests, duration} {
-		if err := reg.Register(c); err != nil {
-			return nil, fmt.Errorf("register HTTP metrics: %w", err)
-		}
+	// A second listener of the node (--admin-addr) shares the instruments of the first.
+	var are prometheus.AlreadyRegisteredError
+	if err := reg.Register(requests); errors.As(err, &are) {
+		requests = are.ExistingCollector.(*prometheus.CounterVec)
+	} else if err != nil {
+		return nil, fmt.Errorf("register HTTP metrics: %w", err)
+	}
+	if err := reg.Register(duration); errors.As(err, &are) {
+		duration = are.ExistingCollector.(*prometheus.HistogramVec)
+	} else if err != nil {
+		return nil, fmt.Errorf("register HTTP metrics: %w", err)
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()

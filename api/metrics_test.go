@@ -2,6 +2,7 @@ package api_test
 
 import (
 	"net/http"
+	"net/http/httptest"
 	"testing"
 	"time"
 
@@ -49,9 +50,14 @@ func TestInstrument(t *testing.T) {
 		t.Errorf("duration observations of GET /items/{id}: %v, want 2", n)
 	}
 
-	// A second registration on the same registry is an error, not a panic.
-	if _, err := api.Instrument(reg, testMux()); err == nil {
-		t.Error("Instrument registered its metrics twice")
+	// A second handler on the same registry (a second listener) counts into the same series.
+	second, err := api.Instrument(reg, testMux())
+	if err != nil {
+		t.Fatal(err)
+	}
+	second.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest("GET", "/items/7", nil))
+	if got := actortest.Metric(t, reg, "shardkeeper_http_requests_total", "", nil); got != 8 {
+		t.Errorf("%v requests counted after one through a second handler, want 8", got)
 	}
 }
 

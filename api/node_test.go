@@ -1,6 +1,8 @@
 package api_test
 
 import (
+	"github.com/shardkeeper/shardkeeper/config"
+	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -65,5 +67,50 @@ func TestErrorsDoNotEchoInput(t *testing.T) {
 		if r.Status != http.StatusBadRequest || strings.Contains(string(r.Body), "evil") {
 			t.Errorf("%s %s: %d %s", c.method, c.path, r.Status, r.Body)
 		}
+	}
+}
+
+// With --admin-addr, the operator's routes — metrics, the cluster view, admin endpoints,
+// profiles — are served on that listener only; the public one answers them 404 as unknown.
+// Health checks answer on both.
+func TestAdminListener(t *testing.T) {
+	const token = "admin-token-for-the-admin-listener-test"
+	n := apitest.Start(t, func(c *config.Config) { c.AdminAddr, c.AdminToken = "127.0.0.1:0", token })
+	admin := "http://" + n.AdminAddr()
+	do := func(method, url string) int {
+		req, _ := http.NewRequest(method, url, nil)
+		req.Header.Set("Authorization", "Bearer "+token)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	for _, c := range []struct {
+		method, path         string
+		public, adminListens int
+	}{
+		{"GET", "/metrics", 404, 200},
+		{"GET", "/v1/cluster", 404, 200},
+		{"GET", "/v1/cluster/hashes", 404, 200},
+		{"DELETE", "/v1/attest/r1/devices/d1", 404, 404}, // public: no such route; admin: unknown device
+		{"DELETE", "/v1/servers/r1/s1", 404, 404},
+		{"GET", "/debug/pprof/", 404, 200},
+		{"GET", "/healthz", 200, 200},
+		{"GET", "/readyz", 200, 200},
+		{"POST", "/v1/nonces", 400, 404},
+	} {
+		if got := do(c.method, n.URL+c.path); got != c.public {
+			t.Errorf("public %s %s: %d, want %d", c.method, c.path, got, c.public)
+		}
+		if got := do(c.method, admin+c.path); got != c.adminListens {
+			t.Errorf("admin %s %s: %d, want %d", c.method, c.path, got, c.adminListens)
+		}
+	}
+	r := n.Do(t, "DELETE", "/v1/attest/r1/devices/d1", nil, "Authorization", "Bearer "+token)
+	if r.ErrorCode() != "not_found" {
+		t.Errorf("public admin route: %d %s, want not_found", r.Status, r.Body)
 	}
 }

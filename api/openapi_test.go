@@ -137,7 +137,7 @@ func TestOpenAPIDescribesEveryRoute(t *testing.T) {
 		served[r.Pattern] = true
 	}
 	for p := range served {
-		if got := resolve(mux, p); got != p {
+		if got := resolve(mux.ServeMux, p); got != p {
 			t.Errorf("%s: the node's mux serves it with %q", p, got)
 		}
 	}

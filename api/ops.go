@@ -55,6 +55,11 @@ func IsOps(r *http.Request) bool {
 	return false
 }
 
+// OperatorPatterns are the routes of RegisterOps served on the admin listener only, when
+// there is one (--admin-addr): metrics and the cluster view. The health checks are served on
+// both.
+var OperatorPatterns = []string{"GET /metrics", "GET /v1/cluster/hashes", "GET /v1/cluster"}
+
 // RegisterOps adds /healthz, /readyz, /metrics and /v1/cluster to mux.
 func RegisterOps(mux *http.ServeMux, view ClusterView, gatherer prometheus.Gatherer) {
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {

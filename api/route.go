@@ -7,4 +7,7 @@ import "net/http"
 type Route struct {
 	Pattern string
 	Handler http.HandlerFunc
+	// Admin marks an operator's route (behind the admin token): with --admin-addr it is served
+	// there only.
+	Admin bool
 }

@@ -62,6 +62,7 @@ type Config struct {
 	LogLevel             string        // --log-level info: debug|info|warn|error
 	LogFormat            string        // --log-format json: json|text, the format of the logs on stderr
 	DebugAddr            string        // --debug-addr, default "" (off): host:port serving /debug/pprof/
+	AdminAddr            string        // --admin-addr, default "" (off): host:port of the operator's listener
 	HTTPMaxConns         int           // --http-max-conns 4096: open connections of the HTTP API, 0: no bound
 	HTTPMaxInFlight      int           // --http-max-in-flight 2048: requests served at once, 0: no bound
 	HTTPReadTimeout      time.Duration // --http-read-timeout 30s: a whole request, body included
@@ -104,6 +105,7 @@ func coreOptions(c *Config) []Option {
 		String(&c.LogLevel, "log-level", "info", "log level: debug, info, warn or error"),
 		String(&c.LogFormat, "log-format", "json", "format of the logs on stderr: json or text"),
 		String(&c.DebugAddr, "debug-addr", "", "host:port serving Go profiles at /debug/pprof/ on a listener of its own; empty disables it (keep it off public interfaces)"),
+		String(&c.AdminAddr, "admin-addr", "", "host:port of the operator's listener: when set, the admin endpoints, /metrics, /v1/cluster and /debug/pprof/ are served there only (health checks on both); keep it on a private interface"),
 		Int(&c.HTTPMaxConns, "http-max-conns", "4096", "open connections of the HTTP API at most; past it a new one replaces the connection idle the longest, or is answered 503 (0: no bound)").Checked(AtLeast(&c.HTTPMaxConns, 0)),
 		Int(&c.HTTPMaxInFlight, "http-max-in-flight", "2048", "requests the HTTP API serves at once at most; more are answered 503 with Retry-After at once (0: no bound; health checks and metrics always pass)").Checked(AtLeast(&c.HTTPMaxInFlight, 0)),
 		Duration(&c.HTTPReadTimeout, "http-read-timeout", "30s", "time a client has to send a whole request, body included, before its connection is closed").Checked(Positive(&c.HTTPReadTimeout)),
@@ -201,6 +203,11 @@ func (c Config) Validate() error {
 			if port != 0 && a.addr == b.addr {
 				bad(a.name, "%q is also --%s", a.addr, b.name)
 			}
+		}
+	}
+	if c.AdminAddr != "" {
+		if _, err := checkAddr(c.AdminAddr); err != nil {
+			bad("admin-addr", "%v", err)
 		}
 	}
 	for _, j := range c.Join {

@@ -121,6 +121,7 @@ var samples = map[string]struct {
 	"log-level":              {"debug", func(c *Config) { c.LogLevel = "debug" }},
 	"log-format":             {"text", func(c *Config) { c.LogFormat = "text" }},
 	"debug-addr":             {"127.0.0.1:6060", func(c *Config) { c.DebugAddr = "127.0.0.1:6060" }},
+	"admin-addr":             {"127.0.0.1:9090", func(c *Config) { c.AdminAddr = "127.0.0.1:9090" }},
 	"http-max-conns":         {"100", func(c *Config) { c.HTTPMaxConns = 100 }},
 	"http-max-in-flight":     {"0", func(c *Config) { c.HTTPMaxInFlight = 0 }},
 	"http-read-timeout":      {"5s", func(c *Config) { c.HTTPReadTimeout = 5 * time.Second }},

@@ -81,10 +81,13 @@ func Routes(ds []Domain, caller api.Caller, cfg config.Config) []api.Route {
 // GET /openapi.yaml) and every domain's routes, with every domain's error codes known to
 // api.WriteError. Two domains answering one code with different statuses, or registering
 // conflicting routes, are errors naming the domain.
-func NewMux(view api.ClusterView, gatherer prometheus.Gatherer, ds []Domain, caller api.Caller, cfg config.Config) (*http.ServeMux, error) {
-	mux := http.NewServeMux()
-	api.RegisterOps(mux, view, gatherer)
-	if err := handle(mux, api.OpenAPIRoute()); err != nil {
+func NewMux(view api.ClusterView, gatherer prometheus.Gatherer, ds []Domain, caller api.Caller, cfg config.Config) (*Mux, error) {
+	mux := &Mux{ServeMux: http.NewServeMux(), operator: map[string]bool{}}
+	api.RegisterOps(mux.ServeMux, view, gatherer)
+	for _, p := range api.OperatorPatterns {
+		mux.operator[p] = true
+	}
+	if err := handle(mux.ServeMux, api.OpenAPIRoute()); err != nil {
 		return nil, err
 	}
 	for _, d := range ds {
@@ -95,12 +98,41 @@ func NewMux(view api.ClusterView, gatherer prometheus.Gatherer, ds []Domain, cal
 			continue
 		}
 		for _, r := range d.Routes(caller, cfg) {
-			if err := handle(mux, r); err != nil {
+			if err := handle(mux.ServeMux, r); err != nil {
 				return nil, fmt.Errorf("domain %s: %w", d.Name, err)
+			}
+			if r.Admin {
+				mux.operator[r.Pattern] = true
 			}
 		}
 	}
 	return mux, nil
+}
+
+// Mux is the HTTP mux of a node: every route, served on one listener; or split, with
+// --admin-addr, between Public and Admin.
+type Mux struct {
+	*http.ServeMux
+	operator map[string]bool // the patterns of the admin listener (besides the health checks)
+}
+
+// Public serves every route but the operator's (metrics, the cluster view, admin routes),
+// which it answers 404 not_found as if they did not exist.
+func (m *Mux) Public() http.Handler { return m.only(func(p string) bool { return !m.operator[p] }) }
+
+// Admin serves the operator's routes and the health checks; anything else is 404 not_found.
+func (m *Mux) Admin() http.Handler {
+	return m.only(func(p string) bool { return m.operator[p] || p == "GET /healthz" || p == "GET /readyz" })
+}
+
+func (m *Mux) only(serve func(pattern string) bool) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if _, pattern := m.Handler(r); pattern != "" && !serve(pattern) {
+			api.WriteAPIError(w, api.Errorf(http.StatusNotFound, "not_found", "no such route on this listener"))
+			return
+		}
+		m.ServeHTTP(w, r)
+	})
 }
 
 // handle registers r on mux; the mux panics on a malformed or conflicting pattern, which is

@@ -2,6 +2,8 @@ package node
 
 import (
 	"fmt"
+	"github.com/shardkeeper/shardkeeper/api"
+	"github.com/shardkeeper/shardkeeper/domain"
 	"log/slog"
 	"net"
 	"net/http"
@@ -17,13 +19,49 @@ func startDebug(addr string, logger *slog.Logger) (*http.Server, error) {
 		return nil, fmt.Errorf("debug listener on %s: %w", addr, err)
 	}
 	mux := http.NewServeMux()
+	registerProfiles(mux)
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	logger.Info("serving profiles", "addr", ln.Addr().String(), "path", "/debug/pprof/")
+	return srv, nil
+}
+
+// registerProfiles adds Go's profiles at /debug/pprof/ to mux.
+func registerProfiles(mux *http.ServeMux) {
 	mux.HandleFunc("/debug/pprof/", pprof.Index)
 	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
 	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
 	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
 	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-	go func() { _ = srv.Serve(ln) }()
-	logger.Info("serving profiles", "addr", ln.Addr().String(), "path", "/debug/pprof/")
-	return srv, nil
+}
+
+// startAdmin serves the operator's routes of mux (domain.Mux.Admin) and Go's profiles on
+// addr (--admin-addr), with the public listener's timeouts.
+func (n *Node) startAdmin(addr string, mux *domain.Mux, t api.ServerTimeouts) error {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("admin listener on %s: %w", addr, err)
+	}
+	n.adminLn = ln
+	admin := http.NewServeMux()
+	registerProfiles(admin)
+	handler, err := api.Instrument(n.registry, api.RouteErrors(mux.Admin()))
+	if err != nil {
+		return err
+	}
+	admin.Handle("/", handler)
+	n.admin = &http.Server{Handler: admin}
+	t.Apply(n.admin)
+	n.admin.WriteTimeout = max(n.admin.WriteTimeout, time.Minute) // a CPU profile or trace takes its seconds
+	go func() { _ = n.admin.Serve(ln) }()
+	n.logger.Info("serving the operator's routes", "addr", ln.Addr().String())
+	return nil
+}
+
+// AdminAddr is the address of the operator's listener ("" without --admin-addr).
+func (n *Node) AdminAddr() string {
+	if n.adminLn == nil {
+		return ""
+	}
+	return n.adminLn.Addr().String()
 }

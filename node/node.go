@@ -51,6 +51,8 @@ type Node struct {
 	ln         net.Listener
 	http       *http.Server
 	debug      *http.Server // --debug-addr, or nil
+	admin      *http.Server // --admin-addr, or nil
+	adminLn    net.Listener
 	served     chan error
 	stop       chan struct{}
 	wg         sync.WaitGroup
@@ -153,14 +155,22 @@ func Start(cfg config.Config, opts Options) (n *Node, err error) {
 	if err != nil {
 		return nil, err
 	}
-	handler, err := api.Instrument(n.registry, api.RouteErrors(mux))
+	timeouts := api.ServerTimeouts{ReadHeader: min(10*time.Second, cfg.HTTPReadTimeout), Read: cfg.HTTPReadTimeout,
+		Write: api.MaxWait + cfg.RequestTimeout + 10*time.Second, Idle: cfg.HTTPIdleTimeout}
+	public := http.Handler(mux)
+	if cfg.AdminAddr != "" {
+		public = mux.Public()
+		if err := n.startAdmin(cfg.AdminAddr, mux, timeouts); err != nil {
+			return nil, err
+		}
+	}
+	handler, err := api.Instrument(n.registry, api.RouteErrors(public))
 	if err != nil {
 		return nil, err
 	}
 	guard := api.NewConnGuard(cfg.HTTPMaxConns)
 	n.http = &http.Server{Handler: n.drainAware(api.Shed(cfg.HTTPMaxInFlight, api.IsOps, handler)), ConnState: guard.ConnState}
-	api.ServerTimeouts{ReadHeader: min(10*time.Second, cfg.HTTPReadTimeout), Read: cfg.HTTPReadTimeout,
-		Write: api.MaxWait + cfg.RequestTimeout + 10*time.Second, Idle: cfg.HTTPIdleTimeout}.Apply(n.http)
+	timeouts.Apply(n.http)
 	ln := guard.Listener(n.ln)
 	go func() { n.served <- n.http.Serve(ln) }()
 	if cfg.DebugAddr != "" {
@@ -396,6 +406,11 @@ func (n *Node) close() error {
 	}
 	if n.debug != nil {
 		n.debug.Close()
+	}
+	if n.admin != nil {
+		n.admin.Close()
+	} else if n.adminLn != nil {
+		n.adminLn.Close()
 	}
 	if n.router != nil {
 		n.router.Stop()

@@ -34,7 +34,7 @@ func routes(caller api.Caller, cfg config.Config) []api.Route {
 		{Pattern: "POST /v1/attest/{registry}/challenge", Handler: named(s.challenge)},
 		{Pattern: "POST /v1/attest/{registry}/verify", Handler: named(s.verify)},
 		{Pattern: "GET /v1/attest/{registry}/devices/{device_id}", Handler: s.get},
-		{Pattern: "DELETE /v1/attest/{registry}/devices/{device_id}", Handler: api.Admin(cfg.AdminToken, s.delete)},
+		{Pattern: "DELETE /v1/attest/{registry}/devices/{device_id}", Handler: api.Admin(cfg.AdminToken, s.delete), Admin: true},
 		{Pattern: "POST /attest/register", Handler: compat(s.register)},
 		{Pattern: "POST /attest/challenge", Handler: compat(s.challenge)},
 		{Pattern: "POST /attest/verify", Handler: compat(s.verify)},

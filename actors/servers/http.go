@@ -26,7 +26,7 @@ func routes(caller api.Caller, cfg config.Config) []api.Route {
 		{Pattern: "GET /v1/servers/{registry}", Handler: func(w http.ResponseWriter, r *http.Request) {
 			s.list(w, r, r.PathValue("registry"))
 		}},
-		{Pattern: "DELETE /v1/servers/{registry}/{server_id}", Handler: api.Admin(cfg.AdminToken, s.delete)},
+		{Pattern: "DELETE /v1/servers/{registry}/{server_id}", Handler: api.Admin(cfg.AdminToken, s.delete), Admin: true},
 		{Pattern: "GET /servers", Handler: func(w http.ResponseWriter, r *http.Request) { s.list(w, r, defaultRegistry) }},
 		{Pattern: "POST /servers", Handler: s.postLegacy},
 	}
