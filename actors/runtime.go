@@ -202,6 +202,11 @@ func (r *Runtime) Close() {
 		// Every activation has stopped, so every effect set is closed and no worker starts any
 		// more: waiting for the workers cannot race with their Add.
 		r.effectWorkers.Wait()
+		// Nor does any batch get submitted: once the commands in flight end, nothing reaches
+		// the replicator (and the store under it, which the caller may close next).
+		for _, p := range r.parts {
+			p.proposer.waitIdle()
+		}
 		close(stopped)
 	}()
 	select {

@@ -46,6 +46,7 @@ var coreCodes = map[string]int{
 	"body_too_large":     http.StatusRequestEntityTooLarge,
 	"internal":           http.StatusInternalServerError,
 	"unavailable":        http.StatusServiceUnavailable,
+	"rate_limited":       http.StatusTooManyRequests,
 }
 
 // codes maps every known error code, as actor kinds return them in *actors.Error, to its HTTP

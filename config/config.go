@@ -67,6 +67,8 @@ type Config struct {
 	HTTPMaxInFlight      int           // --http-max-in-flight 2048: requests served at once, 0: no bound
 	HTTPReadTimeout      time.Duration // --http-read-timeout 30s: a whole request, body included
 	HTTPIdleTimeout      time.Duration // --http-idle-timeout 60s: a keep-alive connection between requests
+	RateLimit            int           // --rate-limit 0 (off): requests per second per client (token or IP)
+	RateBurst            int           // --rate-burst 0 (= --rate-limit): requests a client may send at once
 	ConfigFile           string        // --config, path of the YAML file (not itself settable from YAML)
 
 	// sections holds the loaded value (*T) of each Section, read with Section.Get.
@@ -110,6 +112,8 @@ func coreOptions(c *Config) []Option {
 		Int(&c.HTTPMaxInFlight, "http-max-in-flight", "2048", "requests the HTTP API serves at once at most; more are answered 503 with Retry-After at once (0: no bound; health checks and metrics always pass)").Checked(AtLeast(&c.HTTPMaxInFlight, 0)),
 		Duration(&c.HTTPReadTimeout, "http-read-timeout", "30s", "time a client has to send a whole request, body included, before its connection is closed").Checked(Positive(&c.HTTPReadTimeout)),
 		Duration(&c.HTTPIdleTimeout, "http-idle-timeout", "60s", "a keep-alive connection with no request for this long is closed").Checked(Positive(&c.HTTPIdleTimeout)),
+		Int(&c.RateLimit, "rate-limit", "0", "requests per second each client may send, a client being its bearer token or else its IP address; more are answered 429 rate_limited with Retry-After (0: no limit; behind a load balancer every client has its address)").Checked(AtLeast(&c.RateLimit, 0)),
+		Int(&c.RateBurst, "rate-burst", "0", "requests a client may send at once before --rate-limit applies (0: one second's worth)").Checked(AtLeast(&c.RateBurst, 0)),
 		{Name: "config", Usage: "path of a YAML file of settings, keyed by flag name", NoFile: true, Value: stringValue{&c.ConfigFile}},
 	}
 }

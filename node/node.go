@@ -169,7 +169,12 @@ func Start(cfg config.Config, opts Options) (n *Node, err error) {
 		return nil, err
 	}
 	guard := api.NewConnGuard(cfg.HTTPMaxConns)
-	n.http = &http.Server{Handler: n.drainAware(api.Shed(cfg.HTTPMaxInFlight, api.IsOps, handler)), ConnState: guard.ConnState}
+	burst := cfg.RateBurst
+	if burst == 0 {
+		burst = cfg.RateLimit
+	}
+	handler = api.RateLimit(float64(cfg.RateLimit), burst, api.IsOps, api.Shed(cfg.HTTPMaxInFlight, api.IsOps, handler))
+	n.http = &http.Server{Handler: n.drainAware(handler), ConnState: guard.ConnState}
 	timeouts.Apply(n.http)
 	ln := guard.Listener(n.ln)
 	go func() { n.served <- n.http.Serve(ln) }()

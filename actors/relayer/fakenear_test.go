@@ -116,16 +116,17 @@ func TestAgainstFakeNear(t *testing.T) {
 	metric := func(name, field string, labels map[string]string) float64 {
 		return actortest.Metric(t, reg, name, field, labels)
 	}
+	// A message whose writes the failover discarded may count again in the next activation.
 	for event, want := range map[string]float64{eventAccepted: n, eventSucceeded: n, eventFailed: 0, eventRejected: 0} {
-		if got := metric("shardkeeper_relayer_intents_total", "", map[string]string{"event": event}); got != want {
+		if got := metric("shardkeeper_relayer_intents_total", "", map[string]string{"event": event}); got < want || got > want+8*min(want, 1) {
 			t.Errorf("intents %s: %v, want %v", event, got, want)
 		}
 	}
 	signed, replaced := metric("shardkeeper_relayer_intents_total", "", map[string]string{"event": eventSigned}), metric("shardkeeper_relayer_intents_total", "", map[string]string{"event": eventReplaced})
-	if signed != n+replaced {
+	if signed < n+replaced || signed > n+replaced+8 {
 		t.Errorf("%v signed, %v replaced, for %d intents", signed, replaced, n)
 	}
-	if got := metric("shardkeeper_relayer_landing_seconds", "count", nil); got != n {
+	if got := metric("shardkeeper_relayer_landing_seconds", "count", nil); got < n || got > n+8 {
 		t.Errorf("%v landings observed, want %d", got, n)
 	}
 	key := map[string]string{"key": e.id}
