@@ -170,8 +170,11 @@ type Device struct {
 	PendingChallenges int    `json:"pending_challenges"`
 }
 
-// Validate checks r. Errors: invalid_request (a field missing or empty; public_key not base64
-// of exactly 32 bytes), invalid_id (device_id malformed).
+// MaxFieldBytes bounds each of a registration's version, platform and build_hash.
+const MaxFieldBytes = 256
+
+// Validate checks r. Errors: invalid_request (a field missing or empty, or over
+// MaxFieldBytes; public_key not base64 of exactly 32 bytes), invalid_id (device_id malformed).
 func (r Registration) Validate() *actors.Error {
 	if err := checkDeviceID(r.DeviceID); err != nil {
 		return err
@@ -180,6 +183,9 @@ func (r Registration) Validate() *actors.Error {
 		{"build_hash", r.BuildHash}, {"public_key", r.PublicKey}} {
 		if f.v == "" {
 			return missing(f.name)
+		}
+		if len(f.v) > MaxFieldBytes {
+			return actors.Errorf("invalid_request", "%s is longer than %d bytes", f.name, MaxFieldBytes)
 		}
 	}
 	if k := decodeBase64(r.PublicKey); len(k) != ed25519.PublicKeySize {

@@ -209,6 +209,8 @@ func TestDeviceAPI(t *testing.T) {
 		{name: "register registry too long", method: "POST", path: "/v1/attest/" + strings.Repeat("r", 65) + "/register", body: fixed(regA), status: 400, code: "invalid_id"},
 		{name: "register bad device_id", method: "POST", path: "/v1/attest/r1/register", body: fixed(deviceWith(regA, "device_id", "dev a")), status: 400, code: "invalid_id"},
 		{name: "register device_id too long", method: "POST", path: "/v1/attest/r1/register", body: fixed(deviceWith(regA, "device_id", strings.Repeat("d", 129))), status: 400, code: "invalid_id"},
+		{name: "register version too long", method: "POST", path: "/v1/attest/r1/register", body: fixed(deviceWith(regA, "version", strings.Repeat("v", 257))), status: 400, code: "invalid_request"},
+		{name: "register build_hash too long", method: "POST", path: "/v1/attest/r1/register", body: fixed(deviceWith(regA, "build_hash", strings.Repeat("h", 257))), status: 400, code: "invalid_request"},
 		{name: "register device_id of 128", method: "POST", path: "/v1/attest/r1/register", body: fixed(deviceWith(regA, "device_id", strings.Repeat("d", 128))), status: 201},
 		{name: "register missing device_id", method: "POST", path: "/v1/attest/r1/register", body: fixed(deviceWithout(regA, "device_id")), status: 400, code: "invalid_request"},
 		{name: "register missing version", method: "POST", path: "/v1/attest/r1/register", body: fixed(deviceWithout(regA, "version")), status: 400, code: "invalid_request"},

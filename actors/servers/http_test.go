@@ -130,6 +130,8 @@ func TestServersAPI(t *testing.T) {
 		{name: "registry too long", method: "PUT", path: "/v1/servers/" + strings.Repeat("r", 65) + "/s1",
 			body: `{"address":"x"}`, status: 400, code: "invalid_id"},
 		{name: "invalid server_id", method: "PUT", path: "/v1/servers/reg1/s%2F1", body: `{"address":"x"}`, status: 400, code: "invalid_id"},
+		{name: "address too long", method: "PUT", path: "/v1/servers/reg1/s1", body: `{"address":"` + strings.Repeat("a", 257) + `"}`, status: 400, code: "invalid_request"},
+		{name: "region too long", method: "PUT", path: "/v1/servers/reg1/s1", body: `{"address":"x","region":"` + strings.Repeat("r", 65) + `"}`, status: 400, code: "invalid_request"},
 		{name: "server_id too long", method: "PUT", path: "/v1/servers/reg1/" + strings.Repeat("s", 65),
 			body: `{"address":"x"}`, status: 400, code: "invalid_id"},
 		{name: "server_id of 64", method: "PUT", path: "/v1/servers/reg2/" + strings.Repeat("s", 64),

@@ -63,6 +63,12 @@ const (
 // MaxMetaBytes bounds a registration's meta object, measured in compact JSON.
 const MaxMetaBytes = 4 << 10
 
+// MaxAddressBytes and MaxRegionBytes bound the address and the region of an entry.
+const (
+	MaxAddressBytes = 256
+	MaxRegionBytes  = 64
+)
+
 // GCAlarm is the name of the alarm that deletes expired entries.
 const GCAlarm = "gc"
 
@@ -109,13 +115,17 @@ type List struct {
 
 // Validate checks r and puts Meta in canonical form: compact JSON, "{}" when absent or null.
 // Errors: invalid_id (server_id not ^[A-Za-z0-9_-]{1,64}$), invalid_request (address missing;
-// meta not a JSON object, or over MaxMetaBytes once compacted).
+// address over MaxAddressBytes or region over MaxRegionBytes; meta not a JSON object, or over
+// MaxMetaBytes once compacted).
 func (r *Registration) Validate() *actors.Error {
 	if !ident.Name(r.ServerID) {
 		return actors.Errorf("invalid_id", "server_id is not a valid identifier")
 	}
 	if r.Address == "" {
 		return actors.Errorf("invalid_request", "missing required field %q", "address")
+	}
+	if len(r.Address) > MaxAddressBytes || len(r.Region) > MaxRegionBytes {
+		return actors.Errorf("invalid_request", "address is limited to %d bytes and region to %d", MaxAddressBytes, MaxRegionBytes)
 	}
 	meta := bytes.TrimSpace(r.Meta)
 	if len(meta) == 0 || string(meta) == "null" {
