@@ -102,7 +102,7 @@ func Start(cfg config.Config, opts Options) (n *Node, err error) {
 	n.system = actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger {
 		return logger.With("component", "protoactor")
 	}))
-	if n.remote, err = startRemote(n.system, cfg.RemoteAddr, cfg.Advertised); err != nil {
+	if n.remote, err = startRemote(n.system, cfg.RemoteAddr, cfg.Advertised, logger); err != nil {
 		return nil, err
 	}
 	if n.host, err = cluster.NewHost(cluster.HostConfig{
@@ -192,7 +192,7 @@ func Start(cfg config.Config, opts Options) (n *Node, err error) {
 // startRemote starts actor remoting on addr (protoactor panics on a listen failure);
 // advertised maps addr to the address other nodes send to (Validate makes sure the port is
 // fixed when that differs).
-func startRemote(system *actor.ActorSystem, addr string, advertised func(string) string) (r *remote.Remote, err error) {
+func startRemote(system *actor.ActorSystem, addr string, advertised func(string) string, logger *slog.Logger) (r *remote.Remote, err error) {
 	host, portStr, err := net.SplitHostPort(addr)
 	if err != nil {
 		return nil, fmt.Errorf("remote address: %w", err)
@@ -211,7 +211,8 @@ func startRemote(system *actor.ActorSystem, addr string, advertised func(string)
 	// only after the last; the next message then starts a new writer. With the default five
 	// attempts, a request forwarded to a node that died while the connection was being set
 	// up waited about 10 s.
-	opts := []remote.ConfigOption{func(c *remote.Config) { c.MaxRetryCount = 1 }}
+	opts := []remote.ConfigOption{func(c *remote.Config) { c.MaxRetryCount = 1 },
+		remote.WithServerOptions(cluster.RemoteGuard(logger)...)}
 	if a := advertised(addr); a != addr {
 		opts = append(opts, remote.WithAdvertisedHost(a))
 	}
