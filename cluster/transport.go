@@ -130,8 +130,10 @@ func (m *Mux) route(conn net.Conn) {
 		return
 	}
 	_ = conn.SetReadDeadline(time.Time{})
-	if len(target) > 0 && string(target) != m.serverID {
-		m.logger.Warn("raft connection meant for another incarnation of this node; refused",
+	// Every Raft address names its server (RaftAddress): a connection that names none, or
+	// another, is not from a member that knows this node.
+	if string(target) != m.serverID {
+		m.logger.Warn("raft connection not meant for this node's incarnation; refused",
 			"target", string(target), "self", m.serverID, "remote", conn.RemoteAddr())
 		conn.Close()
 		return

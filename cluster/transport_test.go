@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"github.com/hashicorp/raft"
 	"io"
 	"log/slog"
 	"testing"
@@ -34,16 +35,20 @@ func TestMuxRoutesByPartitionAndRefusesOtherIncarnations(t *testing.T) {
 		}()
 	}
 
-	// Meant for the old incarnation: the listener closes it without handing it over.
-	old, err := l3.Dial(RaftAddress(addr, "n1@old"), time.Second)
-	if err != nil {
-		t.Fatal(err)
+	// Meant for the old incarnation, or naming no server at all (an address without its
+	// server id, as a process that is no member would dial): the listener closes it without
+	// handing it over.
+	for _, target := range []raft.ServerAddress{RaftAddress(addr, "n1@old"), raft.ServerAddress(addr)} {
+		old, err := l3.Dial(target, time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = old.SetReadDeadline(time.Now().Add(5 * time.Second))
+		if _, err := old.Read(make([]byte, 1)); err != io.EOF {
+			t.Fatalf("read on a refused connection to %s: %v, want EOF", target, err)
+		}
+		old.Close()
 	}
-	_ = old.SetReadDeadline(time.Now().Add(5 * time.Second))
-	if _, err := old.Read(make([]byte, 1)); err != io.EOF {
-		t.Fatalf("read on a refused connection: %v, want EOF", err)
-	}
-	old.Close()
 
 	ok, err := l4.Dial(RaftAddress(addr, "n1@new"), time.Second)
 	if err != nil {
