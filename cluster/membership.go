@@ -78,7 +78,10 @@ type MembershipConfig struct {
 	// 2s), for ReconnectTimeout after they failed (default 24h); see reconnect.
 	ReconnectInterval time.Duration
 	ReconnectTimeout  time.Duration
-	Logger            *slog.Logger
+	// GossipKey, when set (16, 24 or 32 bytes: AES-128/192/256), encrypts and authenticates
+	// every gossip message and stream: a member without the key is neither heard nor answered.
+	GossipKey []byte
+	Logger    *slog.Logger
 }
 
 // Membership is this node's memberlist: failure detection, the metadata of every node and a
@@ -154,6 +157,12 @@ func StartMembership(cfg MembershipConfig) (*Membership, error) {
 	mc.AdvertiseAddr, mc.AdvertisePort = host, port
 	if cfg.AdvertiseIP != "" {
 		mc.AdvertiseAddr = cfg.AdvertiseIP
+	}
+	if len(cfg.GossipKey) > 0 {
+		if mc.Keyring, err = memberlist.NewKeyring(nil, cfg.GossipKey); err != nil {
+			return nil, fmt.Errorf("gossip key: %w", err)
+		}
+		mc.GossipVerifyIncoming, mc.GossipVerifyOutgoing = true, true
 	}
 	mc.Delegate = (*delegate)(m)
 	mc.Events = (*events)(m)

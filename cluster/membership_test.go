@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"bytes"
 	"io"
 	"log/slog"
 	"net"
@@ -129,3 +130,46 @@ func (h *recordingHandler) MergeState(b []byte) {
 }
 func (h *recordingHandler) last() string   { h.mu.Lock(); defer h.mu.Unlock(); return h.got }
 func (h *recordingHandler) merged() string { h.mu.Lock(); defer h.mu.Unlock(); return h.mrg }
+
+// With a gossip key, members holding it form the cluster; a member with another key, or with
+// none, cannot join, and is never listed.
+func TestGossipKey(t *testing.T) {
+	key := bytes.Repeat([]byte{7}, 32)
+	start := func(id string, key []byte, join ...string) (*Membership, error) {
+		m, err := StartMembership(MembershipConfig{
+			Meta:       NodeMeta{ID: id, ServerID: id + "@1", Raft: id + ":7000", Partitions: 1},
+			GossipAddr: freeAddr(t), Heartbeat: 100 * time.Millisecond, SuspectAfter: 500 * time.Millisecond,
+			GossipKey: key, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { m.Shutdown() })
+		return m, m.Join(join)
+	}
+	a, _ := start("a", key)
+	b, err := start("b", key, gossipAddr(a))
+	if err != nil {
+		t.Fatalf("a member with the key could not join: %v", err)
+	}
+	await.True(t, 5*time.Second, "a and b see each other", func() bool {
+		return stateOf(a, "b").State == StateAlive && stateOf(b, "a").State == StateAlive
+	})
+	if _, err := start("rogue", bytes.Repeat([]byte{9}, 32), gossipAddr(a)); err == nil {
+		t.Error("a member with another key joined")
+	}
+	if _, err := start("plain", nil, gossipAddr(a)); err == nil {
+		t.Error("a member without a key joined")
+	}
+	never := time.Now().Add(time.Second)
+	for time.Now().Before(never) {
+		for _, m := range []*Membership{a, b} {
+			for _, id := range []string{"rogue", "plain"} {
+				if s := stateOf(m, id); s.ID != "" {
+					t.Fatalf("%s lists %s (%s)", m.Local().ID, id, s.State)
+				}
+			}
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}

@@ -18,6 +18,7 @@
 package config
 
 import (
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -63,6 +64,7 @@ type Config struct {
 	LogFormat            string        // --log-format json: json|text, the format of the logs on stderr
 	DebugAddr            string        // --debug-addr, default "" (off): host:port serving /debug/pprof/
 	AdminAddr            string        // --admin-addr, default "" (off): host:port of the operator's listener
+	GossipKey            string        // --gossip-key: base64 of the 32-byte gossip encryption key
 	HTTPMaxConns         int           // --http-max-conns 4096: open connections of the HTTP API, 0: no bound
 	HTTPMaxInFlight      int           // --http-max-in-flight 2048: requests served at once, 0: no bound
 	HTTPReadTimeout      time.Duration // --http-read-timeout 30s: a whole request, body included
@@ -107,6 +109,7 @@ func coreOptions(c *Config) []Option {
 		String(&c.LogLevel, "log-level", "info", "log level: debug, info, warn or error"),
 		String(&c.LogFormat, "log-format", "json", "format of the logs on stderr: json or text"),
 		String(&c.DebugAddr, "debug-addr", "", "host:port serving Go profiles at /debug/pprof/ on a listener of its own; empty disables it (keep it off public interfaces)"),
+		String(&c.GossipKey, "gossip-key", "", "base64 of a 32-byte key that encrypts and authenticates gossip: a member without it cannot join (every member needs the same key)").Checked(c.checkGossipKey),
 		String(&c.AdminAddr, "admin-addr", "", "host:port of the operator's listener: when set, the admin endpoints, /metrics, /v1/cluster and /debug/pprof/ are served there only (health checks on both); keep it on a private interface"),
 		Int(&c.HTTPMaxConns, "http-max-conns", "4096", "open connections of the HTTP API at most; past it a new one replaces the connection idle the longest, or is answered 503 (0: no bound)").Checked(AtLeast(&c.HTTPMaxConns, 0)),
 		Int(&c.HTTPMaxInFlight, "http-max-in-flight", "2048", "requests the HTTP API serves at once at most; more are answered 503 with Retry-After at once (0: no bound; health checks and metrics always pass)").Checked(AtLeast(&c.HTTPMaxInFlight, 0)),
@@ -116,6 +119,23 @@ func coreOptions(c *Config) []Option {
 		Int(&c.RateBurst, "rate-burst", "0", "requests a client may send at once before --rate-limit applies (0: one second's worth)").Checked(AtLeast(&c.RateBurst, 0)),
 		{Name: "config", Usage: "path of a YAML file of settings, keyed by flag name", NoFile: true, Value: stringValue{&c.ConfigFile}},
 	}
+}
+
+// checkGossipKey checks that --gossip-key is base64 of 32 bytes, without saying what it holds.
+func (c *Config) checkGossipKey() error {
+	if c.GossipKey == "" {
+		return nil
+	}
+	if k, err := base64.StdEncoding.DecodeString(c.GossipKey); err != nil || len(k) != 32 {
+		return errors.New("not base64 of 32 bytes (make one with: head -c 32 /dev/urandom | base64)")
+	}
+	return nil
+}
+
+// GossipKeyBytes is the decoded --gossip-key (nil without one).
+func (c Config) GossipKeyBytes() []byte {
+	k, _ := base64.StdEncoding.DecodeString(c.GossipKey)
+	return k
 }
 
 // loadAdminToken reads --admin-token-file into AdminToken.

@@ -123,6 +123,7 @@ var samples = map[string]struct {
 	"debug-addr":             {"127.0.0.1:6060", func(c *Config) { c.DebugAddr = "127.0.0.1:6060" }},
 	"admin-addr":             {"127.0.0.1:9090", func(c *Config) { c.AdminAddr = "127.0.0.1:9090" }},
 	"rate-limit":             {"50", func(c *Config) { c.RateLimit = 50 }},
+	"gossip-key":             {"BwcHBwcHBwcHBwcHBwcHBwcHBwcHBwcHBwcHBwcHBwc=", func(c *Config) { c.GossipKey = "BwcHBwcHBwcHBwcHBwcHBwcHBwcHBwcHBwcHBwcHBwc=" }},
 	"rate-burst":             {"200", func(c *Config) { c.RateBurst = 200 }},
 	"http-max-conns":         {"100", func(c *Config) { c.HTTPMaxConns = 100 }},
 	"http-max-in-flight":     {"0", func(c *Config) { c.HTTPMaxInFlight = 0 }},

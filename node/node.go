@@ -123,8 +123,11 @@ func Start(cfg config.Config, opts Options) (n *Node, err error) {
 	}
 	host.Start(n.runtime.SetLeader)
 
+	if cfg.GossipKey == "" {
+		logger.Warn("gossip is not encrypted: any process that reaches the gossip address can join the cluster (set --gossip-key)", "gossip", cfg.GossipAddr)
+	}
 	if n.membership, err = cluster.StartMembership(cluster.MembershipConfig{
-		GossipAddr: cfg.GossipAddr, AdvertiseIP: cfg.AdvertiseAddr, Logger: logger,
+		GossipAddr: cfg.GossipAddr, AdvertiseIP: cfg.AdvertiseAddr, Logger: logger, GossipKey: cfg.GossipKeyBytes(),
 		Meta: cluster.NodeMeta{ID: cfg.NodeID, ServerID: n.serverID, Raft: host.Addr(),
 			Remote: n.system.ProcessRegistry.Address, HTTP: cfg.Advertised(n.ln.Addr().String()), Partitions: cfg.Partitions,
 			Bootstrapped: host.HasState()},
