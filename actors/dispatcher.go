@@ -47,8 +47,7 @@ func (d *dispatcher) Throughput() int { return dispatcherThroughput }
 func (d *dispatcher) run(fn func()) {
 	for {
 		fn()
-		if d.parked.Add(1) > d.maxWorkers {
-			d.parked.Add(-1)
+		if !d.park() {
 			return
 		}
 		select {
@@ -57,6 +56,20 @@ func (d *dispatcher) run(fn func()) {
 		case <-d.stop:
 			d.parked.Add(-1)
 			return
+		}
+	}
+}
+
+// park counts the caller as a parked worker, unless maxWorkers are parked already: the count
+// never goes past the bound, not even for a moment.
+func (d *dispatcher) park() bool {
+	for {
+		n := d.parked.Load()
+		if n >= d.maxWorkers {
+			return false
+		}
+		if d.parked.CompareAndSwap(n, n+1) {
+			return true
 		}
 	}
 }
