@@ -1,10 +1,12 @@
 package api
 
 import (
+	"io"
 	"net"
 	"net/http"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -66,8 +68,13 @@ func (g *ConnGuard) Listener(ln net.Listener) net.Listener {
 
 type guardedListener struct {
 	net.Listener
-	g *ConnGuard
+	g         *ConnGuard
+	rejecting atomic.Int32 // refused connections being answered
 }
+
+// maxRejecting bounds the refused connections answered at once; past it they are closed
+// without an answer.
+const maxRejecting = 64
 
 // overloaded is the answer to a connection past the bound that no idle one could make room for.
 var overloaded = func() []byte {
@@ -85,11 +92,25 @@ func (l *guardedListener) Accept() (net.Conn, error) {
 		if l.g.admit(c) {
 			return c, nil
 		}
-		go func() {
-			// Written before any request is read: the client sees it as the answer to its first.
-			c.SetWriteDeadline(time.Now().Add(time.Second))
-			_, _ = c.Write(overloaded)
+		if l.rejecting.Add(1) > maxRejecting {
+			l.rejecting.Add(-1)
 			c.Close()
+			continue
+		}
+		go func() {
+			defer l.rejecting.Add(-1)
+			defer c.Close()
+			// Written before any request is read: the client sees it as the answer to its
+			// first. Then half-closed and drained a moment, so that closing with its request
+			// unread does not reset the connection before the answer is read.
+			c.SetDeadline(time.Now().Add(time.Second))
+			if _, err := c.Write(overloaded); err != nil {
+				return
+			}
+			if cw, ok := c.(interface{ CloseWrite() error }); ok {
+				cw.CloseWrite()
+			}
+			_, _ = io.Copy(io.Discard, io.LimitReader(c, MaxHeaderBytes))
 		}()
 	}
 }

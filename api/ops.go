@@ -45,11 +45,11 @@ type ClusterStatus struct {
 	Partitions []cluster.PartitionStatus `json:"partitions"`
 }
 
-// IsOps reports whether r is a health check or a metrics scrape: those answer whatever the
-// load (see Shed).
+// IsOps reports whether r is a health check: those answer whatever the load (see Shed), so
+// that a load balancer tells a busy node from a dead one.
 func IsOps(r *http.Request) bool {
 	switch r.URL.Path {
-	case "/healthz", "/readyz", "/metrics":
+	case "/healthz", "/readyz":
 		return true
 	}
 	return false

@@ -36,8 +36,15 @@ func TestRateLimit(t *testing.T) {
 	if w := send("10.0.0.2:5000", "", "/v1/nonces"); w.Code != 200 {
 		t.Fatalf("another address: %d", w.Code)
 	}
-	if w := send("10.0.0.1:5000", "tok", "/v1/nonces"); w.Code != 200 {
-		t.Fatalf("a token from the limited address is a client of its own: %d", w.Code)
+	if w := send("10.0.0.1:5000", "made-up-token", "/v1/nonces"); w.Code != http.StatusTooManyRequests {
+		t.Fatalf("a token does not buy a budget of its own: %d", w.Code)
+	}
+	if w := send("[2001:db8::1]:5000", "", "/v1/nonces"); w.Code != 200 {
+		t.Fatal(w.Code)
+	}
+	send("[2001:db8::2]:5000", "", "/v1/nonces")
+	if w := send("[2001:db8::3]:5000", "", "/v1/nonces"); w.Code != http.StatusTooManyRequests {
+		t.Fatalf("a third address of one IPv6 /64 past the burst: %d", w.Code)
 	}
 	now = now.Add(2 * time.Second)
 	if w := send("10.0.0.1:5000", "", "/v1/nonces"); w.Code != 200 {

@@ -10,9 +10,17 @@ import (
 
 // What a peer may send: the router's messages, as protobuf, with every index in range.
 func TestCheckBatch(t *testing.T) {
-	pid := &actor.PID{Address: "a:1", Id: "router"}
+	const self = "a:1"
+	router := &actor.PID{Address: self, Id: "router"}
+	future := &actor.PID{Address: self, Id: "future$b"}
+	batchTo := func(to *actor.PID, types []string, e *remote.MessageEnvelope) *remote.MessageBatch {
+		return &remote.MessageBatch{TypeNames: types, Targets: []*actor.PID{to}, Senders: []*actor.PID{router}, Envelopes: []*remote.MessageEnvelope{e}}
+	}
 	batch := func(types []string, e *remote.MessageEnvelope) *remote.MessageBatch {
-		return &remote.MessageBatch{TypeNames: types, Targets: []*actor.PID{pid}, Senders: []*actor.PID{pid}, Envelopes: []*remote.MessageEnvelope{e}}
+		if types[0] == "shardkeeper.route.Forward" || strings.HasPrefix(types[0], "actor.S") || strings.HasPrefix(types[0], "actor.W") {
+			return batchTo(router, types, e)
+		}
+		return batchTo(future, types, e)
 	}
 	forward := []string{"shardkeeper.route.Forward"}
 	for _, c := range []struct {
@@ -32,8 +40,12 @@ func TestCheckBatch(t *testing.T) {
 		{"target out of range", batch(forward, &remote.MessageEnvelope{Target: 1}), "target index"},
 		{"sender out of range", batch(forward, &remote.MessageEnvelope{Sender: 2}), "sender index"},
 		{"no targets", &remote.MessageBatch{TypeNames: forward, Envelopes: []*remote.MessageEnvelope{{}}}, "target index"},
+		{"a forward to relay elsewhere", batchTo(&actor.PID{Address: "b:2", Id: "router"}, forward, &remote.MessageEnvelope{}), "may not be sent"},
+		{"a forward to a future", batchTo(future, forward, &remote.MessageEnvelope{}), "may not be sent"},
+		{"a reply to the router", batchTo(router, []string{"shardkeeper.route.ForwardReply"}, &remote.MessageEnvelope{}), "may not be sent"},
+		{"a dead letter answer to another process", batchTo(&actor.PID{Address: self, Id: "partition-3"}, []string{"actor.DeadLetterResponse"}, &remote.MessageEnvelope{}), "may not be sent"},
 	} {
-		err := checkBatch(c.b)
+		err := checkBatch(c.b, self)
 		switch {
 		case c.want == "" && err != nil:
 			t.Errorf("%s: refused: %v", c.name, err)

@@ -65,6 +65,7 @@ type Config struct {
 	DebugAddr            string        // --debug-addr, default "" (off): host:port serving /debug/pprof/
 	AdminAddr            string        // --admin-addr, default "" (off): host:port of the operator's listener
 	GossipKey            string        // --gossip-key: base64 of the 32-byte gossip encryption key
+	GossipKeyFile        string        // --gossip-key-file: GossipKey read from this file
 	HTTPMaxConns         int           // --http-max-conns 4096: open connections of the HTTP API, 0: no bound
 	HTTPMaxInFlight      int           // --http-max-in-flight 2048: requests served at once, 0: no bound
 	HTTPReadTimeout      time.Duration // --http-read-timeout 30s: a whole request, body included
@@ -109,13 +110,14 @@ func coreOptions(c *Config) []Option {
 		String(&c.LogLevel, "log-level", "info", "log level: debug, info, warn or error"),
 		String(&c.LogFormat, "log-format", "json", "format of the logs on stderr: json or text"),
 		String(&c.DebugAddr, "debug-addr", "", "host:port serving Go profiles at /debug/pprof/ on a listener of its own; empty disables it (keep it off public interfaces)"),
+		String(&c.GossipKeyFile, "gossip-key-file", "", "file holding --gossip-key, readable by its owner only (a flag shows in ps)").Checked(c.loadGossipKey),
 		String(&c.GossipKey, "gossip-key", "", "base64 of a 32-byte key that encrypts and authenticates gossip: a member without it cannot join (every member needs the same key)").Checked(c.checkGossipKey),
 		String(&c.AdminAddr, "admin-addr", "", "host:port of the operator's listener: when set, the admin endpoints, /metrics, /v1/cluster and /debug/pprof/ are served there only (health checks on both); keep it on a private interface"),
 		Int(&c.HTTPMaxConns, "http-max-conns", "4096", "open connections of the HTTP API at most; past it a new one replaces the connection idle the longest, or is answered 503 (0: no bound)").Checked(AtLeast(&c.HTTPMaxConns, 0)),
 		Int(&c.HTTPMaxInFlight, "http-max-in-flight", "2048", "requests the HTTP API serves at once at most; more are answered 503 with Retry-After at once (0: no bound; health checks and metrics always pass)").Checked(AtLeast(&c.HTTPMaxInFlight, 0)),
 		Duration(&c.HTTPReadTimeout, "http-read-timeout", "30s", "time a client has to send a whole request, body included, before its connection is closed").Checked(Positive(&c.HTTPReadTimeout)),
 		Duration(&c.HTTPIdleTimeout, "http-idle-timeout", "60s", "a keep-alive connection with no request for this long is closed").Checked(Positive(&c.HTTPIdleTimeout)),
-		Int(&c.RateLimit, "rate-limit", "0", "requests per second each client may send, a client being its bearer token or else its IP address; more are answered 429 rate_limited with Retry-After (0: no limit; behind a load balancer every client has its address)").Checked(AtLeast(&c.RateLimit, 0)),
+		Int(&c.RateLimit, "rate-limit", "0", "requests per second each client IP address (IPv6: each /64) may send; more are answered 429 rate_limited with Retry-After (0: no limit; behind a load balancer every client has its address)").Checked(AtLeast(&c.RateLimit, 0)),
 		Int(&c.RateBurst, "rate-burst", "0", "requests a client may send at once before --rate-limit applies (0: one second's worth)").Checked(AtLeast(&c.RateBurst, 0)),
 		{Name: "config", Usage: "path of a YAML file of settings, keyed by flag name", NoFile: true, Value: stringValue{&c.ConfigFile}},
 	}
@@ -130,6 +132,19 @@ func (c *Config) checkGossipKey() error {
 		return errors.New("not base64 of 32 bytes (make one with: head -c 32 /dev/urandom | base64)")
 	}
 	return nil
+}
+
+// loadGossipKey reads --gossip-key-file into GossipKey (checked next, by checkGossipKey).
+func (c *Config) loadGossipKey() error {
+	if c.GossipKeyFile == "" {
+		return nil
+	}
+	if c.GossipKey != "" {
+		return errors.New("give --gossip-key or --gossip-key-file, not both")
+	}
+	k, err := ReadToken(c.GossipKeyFile)
+	c.GossipKey = k
+	return err
 }
 
 // GossipKeyBytes is the decoded --gossip-key (nil without one).

@@ -689,6 +689,22 @@ func TestLoadDoesNotAlias(t *testing.T) {
 	}
 }
 
+// The sample of --gossip-key-file: a key file readable by its owner only.
+func init() {
+	f, err := os.CreateTemp("", "shardkeeper-gossip-key-")
+	if err != nil {
+		panic(err)
+	}
+	defer f.Close()
+	const key = "BwcHBwcHBwcHBwcHBwcHBwcHBwcHBwcHBwcHBwcHBwc="
+	f.WriteString(key + "\n")
+	path := f.Name()
+	samples["gossip-key-file"] = struct {
+		in   string
+		want func(*Config)
+	}{path, func(c *Config) { c.GossipKeyFile, c.GossipKey = path, key }}
+}
+
 // The sample of --admin-token-file: a token file readable by its owner only.
 func init() {
 	f, err := os.CreateTemp("", "shardkeeper-admin-token-")

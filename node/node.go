@@ -167,16 +167,17 @@ func Start(cfg config.Config, opts Options) (n *Node, err error) {
 			return nil, err
 		}
 	}
-	handler, err := api.Instrument(n.registry, api.RouteErrors(public))
-	if err != nil {
-		return nil, err
-	}
-	guard := api.NewConnGuard(cfg.HTTPMaxConns)
 	burst := cfg.RateBurst
 	if burst == 0 {
 		burst = cfg.RateLimit
 	}
-	handler = api.RateLimit(float64(cfg.RateLimit), burst, api.IsOps, api.Shed(cfg.HTTPMaxInFlight, api.IsOps, handler))
+	// Outermost, the metrics count the requests shed or limited too (route "unmatched").
+	handler, err := api.Instrument(n.registry, api.RateLimit(float64(cfg.RateLimit), burst, api.IsOps,
+		api.Shed(cfg.HTTPMaxInFlight, api.IsOps, api.RouteErrors(public))))
+	if err != nil {
+		return nil, err
+	}
+	guard := api.NewConnGuard(cfg.HTTPMaxConns)
 	n.http = &http.Server{Handler: n.drainAware(handler), ConnState: guard.ConnState}
 	timeouts.Apply(n.http)
 	ln := guard.Listener(n.ln)
@@ -215,7 +216,7 @@ func startRemote(system *actor.ActorSystem, addr string, advertised func(string)
 	// attempts, a request forwarded to a node that died while the connection was being set
 	// up waited about 10 s.
 	opts := []remote.ConfigOption{func(c *remote.Config) { c.MaxRetryCount = 1 },
-		remote.WithServerOptions(cluster.RemoteGuard(logger)...)}
+		remote.WithServerOptions(cluster.RemoteGuard(logger, func() string { return system.ProcessRegistry.Address })...)}
 	if a := advertised(addr); a != addr {
 		opts = append(opts, remote.WithAdvertisedHost(a))
 	}

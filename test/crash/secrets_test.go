@@ -32,7 +32,8 @@ func TestSecretsStayHidden(t *testing.T) {
 	relayerToken := "relayer-token-that-is-long-enough-0123456789"
 	seed := sha256.Sum256([]byte("secrets test key"))
 	secretKey := "ed25519:" + base58.Encode(ed25519.NewKeyFromSeed(seed[:]))
-	secrets := []string{adminToken, relayerToken, secretKey, strings.TrimPrefix(secretKey, "ed25519:")}
+	gossipKey := "Z29zc2lwLWtleS1vZi10aGUtc2VjcmV0cy10ZXN0ISE="
+	secrets := []string{adminToken, relayerToken, secretKey, strings.TrimPrefix(secretKey, "ed25519:"), gossipKey}
 
 	debug := proc.FreeAddr(t)
 	n := proc.StartReady(t, proc.Config{Bin: proc.Build(t, "./cmd/shardkeeper"), Command: []string{"serve"},
@@ -40,7 +41,8 @@ func TestSecretsStayHidden(t *testing.T) {
 			"--admin-token-file", write("admin-token", adminToken+"\n"),
 			"--relayer-token-file", write("relayer-token", relayerToken),
 			"--relayer-keys", write("keys.json", fmt.Sprintf(`{"accounts":[{"account_id":"relayer.test","keys":[%q]}]}`, secretKey)),
-			"--near-rpc", "http://127.0.0.1:1/"}})
+			"--near-rpc", "http://127.0.0.1:1/",
+			"--gossip-key-file", write("gossip-key", gossipKey)}})
 
 	seen := map[string]string{}
 	read := func(what, path string) {
