@@ -216,3 +216,40 @@ func TestShed(t *testing.T) {
 		resp.Body.Close()
 	}
 }
+
+// A request whose body is still arriving holds no place in Shed's bound: with a bound of one,
+// a client trickling its body does not keep others out.
+func TestShedCountsRequestsOnceTheirBodyIsRead(t *testing.T) {
+	h := api.Shed(1, api.IsOps, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		w.Write(b)
+	}))
+	addr, _ := guardedServer(t, 0, long, h)
+	slow, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer slow.Close()
+	fmt.Fprintf(slow, "POST /slow HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\nab")
+	for i := range 3 {
+		resp, err := http.Post("http://"+addr+"/v1/nonces", "application/json", strings.NewReader(`{"org_id":"a"}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 || string(body) != `{"org_id":"a"}` {
+			t.Fatalf("request %d beside a slow body: %d %s", i, resp.StatusCode, body)
+		}
+	}
+	// The slow body, once complete, reaches its handler whole.
+	fmt.Fprintf(slow, "cdefghij")
+	resp, err := http.ReadResponse(bufio.NewReader(slow), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != 200 || string(body) != "abcdefghij" {
+		t.Fatalf("the slow request: %d %q", resp.StatusCode, body)
+	}
+}
