@@ -214,36 +214,40 @@ func (s *scenario) finalReads() {
 	}
 }
 
-// checkHistories checks each history against its model; a violation writes porcupine's
-// visualization next to the node logs.
+// checkHistories checks each history against its model (cluster.checkHistory).
 func (s *scenario) checkHistories() {
-	t, w := s.t, s.w
 	for _, h := range []struct {
 		name  string
 		model porcupine.Model
 		rec   *Recorder
-	}{{"nonces", NonceModel, w.nonces}, {"challenges", ChallengeModel, w.challenges}, {"servers", ServerModel, w.servers}} {
-		ops := h.rec.Ops()
-		unknown := 0
-		for _, op := range ops {
-			if op.Output.(Output).Unknown {
-				unknown++
-			}
+	}{{"nonces", NonceModel, s.w.nonces}, {"challenges", ChallengeModel, s.w.challenges}, {"servers", ServerModel, s.w.servers}} {
+		s.c.checkHistory(h.name, h.model, h.rec.Ops())
+	}
+}
+
+// checkHistory checks ops against model and logs the verdict; a violation fails the test and
+// writes porcupine's visualization next to the node logs.
+func (c *cluster) checkHistory(name string, model porcupine.Model, ops []porcupine.Operation) {
+	t := c.t
+	unknown := 0
+	for _, op := range ops {
+		if op.Output.(Output).Unknown {
+			unknown++
 		}
-		start := time.Now()
-		res := Check(h.model, ops, 2*time.Minute, filepath.Join(s.c.dir, h.name+".html"), s.c.annotations())
-		took := time.Since(start).Round(time.Millisecond)
-		switch res.Result {
-		case porcupine.Ok:
-			t.Logf("%s: %d operations (%d with unknown outcome) linearizable (checked in %s)", h.name, len(ops), unknown, took)
-		case porcupine.Unknown:
-			t.Logf("WARNING: %s: %d operations: the linearizability check timed out after %s (no violation found)", h.name, len(ops), took)
-		default:
-			t.Errorf("%s: history of %d operations is NOT linearizable: %d keys at fault %v\n%s",
-				h.name, len(ops), len(res.Illegal), res.Illegal[:min(len(res.Illegal), 10)], res.Dump)
-			if res.Visualization != "" {
-				t.Errorf("%s: visualization: %s (node logs beside it)", h.name, res.Visualization)
-			}
+	}
+	start := time.Now()
+	res := Check(model, ops, 2*time.Minute, filepath.Join(c.dir, name+".html"), c.annotations())
+	took := time.Since(start).Round(time.Millisecond)
+	switch res.Result {
+	case porcupine.Ok:
+		t.Logf("%s: %d operations (%d with unknown outcome) linearizable (checked in %s)", name, len(ops), unknown, took)
+	case porcupine.Unknown:
+		t.Logf("WARNING: %s: %d operations: the linearizability check timed out after %s (no violation found)", name, len(ops), took)
+	default:
+		t.Errorf("%s: history of %d operations is NOT linearizable: %d keys at fault %v\n%s",
+			name, len(ops), len(res.Illegal), res.Illegal[:min(len(res.Illegal), 10)], res.Dump)
+		if res.Visualization != "" {
+			t.Errorf("%s: visualization: %s (node logs beside it)", name, res.Visualization)
 		}
 	}
 }

@@ -22,7 +22,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/anishathalye/porcupine"
 	"github.com/mr-tron/base58"
 	"github.com/shardkeeper/shardkeeper/actors"
 	"github.com/shardkeeper/shardkeeper/actors/relayer"
@@ -634,28 +633,7 @@ func (h *relayerHistory) checkHistory(name string) {
 		t.Errorf("relayer: unexpected answer: %s", u)
 	}
 	h.mu.Unlock()
-	ops := h.rec.Ops()
-	unknown := 0
-	for _, op := range ops {
-		if op.Output.(Output).Unknown {
-			unknown++
-		}
-	}
-	start := time.Now()
-	res := Check(RelayerModel, ops, 2*time.Minute, filepath.Join(h.c.dir, name+".html"), h.c.annotations())
-	took := time.Since(start).Round(time.Millisecond)
-	switch res.Result {
-	case porcupine.Ok:
-		t.Logf("%s: %d operations (%d with unknown outcome) linearizable (checked in %s)", name, len(ops), unknown, took)
-	case porcupine.Unknown:
-		t.Logf("WARNING: %s: %d operations: the linearizability check timed out after %s (no violation found)", name, len(ops), took)
-	default:
-		t.Errorf("%s: history of %d operations is NOT linearizable: %d keys at fault %v\n%s",
-			name, len(ops), len(res.Illegal), res.Illegal[:min(len(res.Illegal), 10)], res.Dump)
-		if res.Visualization != "" {
-			t.Errorf("%s: visualization: %s (node logs beside it)", name, res.Visualization)
-		}
-	}
+	h.c.checkHistory(name, RelayerModel, h.rec.Ops())
 }
 
 // statsLine summarizes the outcomes of the relayer requests sent.
