@@ -47,6 +47,7 @@ var coreCodes = map[string]int{
 	"internal":           http.StatusInternalServerError,
 	"unavailable":        http.StatusServiceUnavailable,
 	"rate_limited":       http.StatusTooManyRequests,
+	"gossip_key_refused": http.StatusConflict,
 }
 
 // codes maps every known error code, as actor kinds return them in *actors.Error, to its HTTP

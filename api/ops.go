@@ -29,6 +29,7 @@ type ClusterView interface {
 	Ready() error
 	// StateHashes reports, per partition, this replica's applied index and state hash.
 	StateHashes() ([]PartitionHash, error)
+	GossipKeys
 }
 
 // PartitionHash is one partition's entry in GET /v1/cluster/hashes.
@@ -58,10 +59,12 @@ func IsOps(r *http.Request) bool {
 // OperatorPatterns are the routes of RegisterOps served on the admin listener only, when
 // there is one (--admin-addr): metrics and the cluster view. The health checks are served on
 // both.
-var OperatorPatterns = []string{"GET /metrics", "GET /v1/cluster/hashes", "GET /v1/cluster"}
+var OperatorPatterns = []string{"GET /metrics", "GET /v1/cluster/hashes", "GET /v1/cluster",
+	"GET /v1/cluster/gossip-keys", "POST /v1/cluster/gossip-keys"}
 
-// RegisterOps adds /healthz, /readyz, /metrics and /v1/cluster to mux.
-func RegisterOps(mux *http.ServeMux, view ClusterView, gatherer prometheus.Gatherer) {
+// RegisterOps adds /healthz, /readyz, /metrics, /v1/cluster and the gossip keyring's
+// endpoints (with the admin token) to mux.
+func RegisterOps(mux *http.ServeMux, view ClusterView, gatherer prometheus.Gatherer, adminToken string) {
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		WriteJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	})
@@ -84,6 +87,8 @@ func RegisterOps(mux *http.ServeMux, view ClusterView, gatherer prometheus.Gathe
 		}
 		WriteJSON(w, http.StatusOK, map[string]any{"node_id": view.NodeID(), "partitions": hs})
 	})
+	mux.HandleFunc("GET /v1/cluster/gossip-keys", Admin(adminToken, listGossipKeys(view)))
+	mux.HandleFunc("POST /v1/cluster/gossip-keys", Admin(adminToken, changeGossipKey(view)))
 	mux.HandleFunc("GET /v1/cluster", func(w http.ResponseWriter, _ *http.Request) {
 		WriteJSON(w, http.StatusOK, ClusterStatus{NodeID: view.NodeID(), Members: view.Members(), Partitions: view.Partitions()})
 	})

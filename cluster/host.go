@@ -15,12 +15,15 @@ import (
 	"github.com/hashicorp/raft"
 	"github.com/shardkeeper/shardkeeper/actors"
 	"github.com/shardkeeper/shardkeeper/persistence"
+	"github.com/shardkeeper/shardkeeper/pki"
 )
 
 // HostConfig configures a Host.
 type HostConfig struct {
 	// ServerID is this node's Raft server id (persistence.Store.ServerID).
 	ServerID string
+	// Peers, when set, puts Raft traffic in mutual TLS (see Mux).
+	Peers    *pki.Peers
 	RaftAddr string // listen address of the shared Raft transport
 	// Advertise maps the Raft listener's bound address to the one other nodes dial
 	// (config.Config.Advertised); nil: the bound address itself.
@@ -85,7 +88,7 @@ func NewHost(cfg HostConfig) (*Host, error) {
 	if err := cfg.Store.EnsurePartitions(cfg.Partitions); err != nil {
 		return nil, err
 	}
-	mux, err := ListenMux(cfg.RaftAddr, cfg.ServerID, cfg.Logger)
+	mux, err := ListenMux(cfg.RaftAddr, cfg.ServerID, cfg.Peers, cfg.Logger)
 	if err != nil {
 		return nil, err
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/memberlist"
+	"github.com/shardkeeper/shardkeeper/pki"
 )
 
 // NodeMeta is what each node gossips about itself in memberlist metadata (≤ 512 bytes).
@@ -32,6 +33,9 @@ type NodeMeta struct {
 	Bootstrapped bool `json:"boot,omitempty"`
 	// Leading counts the partitions this node leads (for leadership balancing).
 	Leading int `json:"lead,omitempty"`
+	// Keys are the fingerprints of the gossip keys this node holds, the one in use first,
+	// comma-separated (see keyring.go).
+	Keys string `json:"keys,omitempty"`
 	// Leaving is set just before a graceful leave, so that the others tell "left" from
 	// "failed" (memberlist reports both through NotifyLeave).
 	Leaving bool `json:"leaving,omitempty"`
@@ -81,7 +85,14 @@ type MembershipConfig struct {
 	// GossipKey, when set (16, 24 or 32 bytes: AES-128/192/256), encrypts and authenticates
 	// every gossip message and stream: a member without the key is neither heard nor answered.
 	GossipKey []byte
-	Logger    *slog.Logger
+	// KeyringFile, when set, keeps the gossip keyring across restarts (see keyring.go): at
+	// start its keys are used, GossipKey added to them if missing.
+	KeyringFile string
+	// Peers, when set, puts gossip streams in mutual TLS (see tlsGossip), and a member counts
+	// only once the node at its gossip address has proven, with its certificate, the node
+	// id it claims (see prove).
+	Peers  *pki.Peers
+	Logger *slog.Logger
 }
 
 // Membership is this node's memberlist: failure detection, the metadata of every node and a
@@ -95,6 +106,9 @@ type MembershipConfig struct {
 type Membership struct {
 	cfg     MembershipConfig
 	ml      *memberlist.Memberlist
+	tls     *tlsGossip          // nil without Peers
+	keyring *memberlist.Keyring // nil without encryption
+	keyMu   sync.Mutex          // serializes key changes
 	queue   *memberlist.TransmitLimitedQueue
 	handler atomic.Pointer[GossipHandler]
 	stop    chan struct{}
@@ -105,6 +119,12 @@ type Membership struct {
 	local   NodeMeta
 	members map[string]*memberState
 	subs    []chan struct{}
+	// proven maps a node id to the gossip address whose listener proved it with its
+	// certificate; proving holds the probes under way and refused the ids last refused (with
+	// TLS only).
+	proven  map[string]string
+	proving map[string]bool
+	refused map[string]string
 }
 
 // memberState is what this node knows of one member. Guarded by Membership.mu.
@@ -147,7 +167,8 @@ func StartMembership(cfg MembershipConfig) (*Membership, error) {
 	}
 	now := time.Now()
 	m := &Membership{cfg: cfg, local: cfg.Meta, stop: make(chan struct{}),
-		members: map[string]*memberState{cfg.Meta.ID: {meta: cfg.Meta, aliveSince: now, heard: now}}}
+		members: map[string]*memberState{cfg.Meta.ID: {meta: cfg.Meta, aliveSince: now, heard: now}},
+		proven:  map[string]string{}, proving: map[string]bool{}, refused: map[string]string{}}
 	if b, err := json.Marshal(cfg.Meta); err != nil || len(b) > memberlist.MetaMaxSize {
 		return nil, fmt.Errorf("node metadata of %d bytes exceeds %d", len(b), memberlist.MetaMaxSize)
 	}
@@ -158,11 +179,34 @@ func StartMembership(cfg MembershipConfig) (*Membership, error) {
 	if cfg.AdvertiseIP != "" {
 		mc.AdvertiseAddr = cfg.AdvertiseIP
 	}
-	if len(cfg.GossipKey) > 0 {
-		if mc.Keyring, err = memberlist.NewKeyring(nil, cfg.GossipKey); err != nil {
-			return nil, fmt.Errorf("gossip key: %w", err)
-		}
+	var ignored bool
+	if m.keyring, ignored, err = loadKeyring(cfg.KeyringFile, cfg.GossipKey); err != nil {
+		return nil, err
+	}
+	if ignored {
+		cfg.Logger.Warn("the configured gossip key is not in the keyring this node was rotated to; the keyring is used", "keyring", cfg.KeyringFile)
+	}
+	if m.keyring != nil {
+		mc.Keyring = m.keyring
 		mc.GossipVerifyIncoming, mc.GossipVerifyOutgoing = true, true
+		m.local.Keys = fingerprints(m.keyring)
+		m.members[cfg.Meta.ID].meta = m.local
+		if cfg.KeyringFile != "" {
+			if err := saveKeyring(cfg.KeyringFile, m.keyring); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if cfg.Peers != nil {
+		nt, err := memberlist.NewNetTransport(&memberlist.NetTransportConfig{BindAddrs: []string{host}, BindPort: port, Logger: mc.Logger})
+		if err != nil {
+			return nil, fmt.Errorf("start gossip on %s: %w", cfg.GossipAddr, err)
+		}
+		if port == 0 {
+			mc.BindPort, mc.AdvertisePort = nt.GetAutoBindPort(), nt.GetAutoBindPort()
+		}
+		m.tls = newTLSGossip(nt, cfg.Peers, cfg.Logger)
+		mc.Transport = m.tls
 	}
 	mc.Delegate = (*delegate)(m)
 	mc.Events = (*events)(m)
@@ -176,13 +220,22 @@ func StartMembership(cfg MembershipConfig) (*Membership, error) {
 		return m.ml.NumMembers()
 	}}
 	if m.ml, err = memberlist.Create(mc); err != nil {
+		if m.tls != nil {
+			m.tls.Shutdown()
+		}
 		return nil, fmt.Errorf("start gossip on %s: %w", cfg.GossipAddr, err)
 	}
 	m.wg.Add(1)
 	go m.heartbeat()
+	if m.tls != nil {
+		go m.proveAll()
+	}
 	go m.reconnect() // not waited for by Shutdown: a contact may take memberlist's TCP timeout
 	return m, nil
 }
+
+// Encrypted reports whether gossip is encrypted (a gossip key or a kept keyring).
+func (m *Membership) Encrypted() bool { return m.keyring != nil }
 
 // Handle sets the receiver of non-membership gossip. Messages that arrive before are dropped
 // (the next full-state exchange brings what they said).
@@ -346,6 +399,67 @@ func (m *Membership) reconnect() {
 	}
 }
 
+// proveAll proves, every ReconnectInterval, the members memberlist lists that have not proven
+// their id at their address yet: a probe refused for a network fault is tried again.
+func (m *Membership) proveAll() {
+	t := time.NewTicker(m.cfg.ReconnectInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-m.stop:
+			return
+		case <-t.C:
+		}
+		for _, n := range m.ml.Members() {
+			m.mu.Lock()
+			done := n.Name == m.local.ID || m.proven[n.Name] == n.Address()
+			m.mu.Unlock()
+			if !done {
+				m.prove(n.Name, n.Address())
+			}
+		}
+	}
+}
+
+// prove checks in the background that the gossip listener at addr holds node id's
+// certificate (a TLS handshake, see tlsGossip.probe); once it has, memberlist's current view of
+// the member is observed. Until then the member is not listed: anyone holding the gossip key
+// can gossip a member into memberlist's list, but only a node of the CA can prove an id.
+func (m *Membership) prove(id, addr string) {
+	key := id + " " + addr
+	m.mu.Lock()
+	if m.proving[key] {
+		m.mu.Unlock()
+		return
+	}
+	m.proving[key] = true
+	m.mu.Unlock()
+	go func() {
+		err := m.tls.probe(addr, id, 5*time.Second)
+		m.mu.Lock()
+		delete(m.proving, key)
+		logRefusal := err != nil && m.refused[id] != addr
+		if err == nil {
+			m.proven[id] = addr
+			delete(m.refused, id)
+		} else {
+			m.refused[id] = addr
+		}
+		m.mu.Unlock()
+		if logRefusal {
+			m.cfg.Logger.Warn("gossip member refused: its gossip listener did not prove its node id", "node", id, "addr", addr, "error", err)
+		}
+		if err != nil {
+			return
+		}
+		for _, n := range m.ml.Members() {
+			if n.Name == id && n.Address() == addr {
+				m.observe(n, false)
+			}
+		}
+	}()
+}
+
 func (m *Membership) heard(id string) {
 	now := time.Now()
 	m.mu.Lock()
@@ -365,8 +479,19 @@ func (m *Membership) observe(n *memberlist.Node, gone bool) {
 		m.cfg.Logger.Warn("gossip member with unreadable metadata", "node", n.Name, "error", err)
 		return
 	}
+	if n.Name != meta.ID {
+		m.cfg.Logger.Warn("gossip member whose name is not its node id; ignored", "node", n.Name, "id", meta.ID)
+		return
+	}
 	now := time.Now()
 	m.mu.Lock()
+	if m.tls != nil && meta.ID != m.local.ID && m.proven[meta.ID] != n.Address() {
+		m.mu.Unlock()
+		if !gone {
+			m.prove(n.Name, n.Address())
+		}
+		return
+	}
 	s, known := m.members[meta.ID]
 	if !known {
 		s = &memberState{aliveSince: now, heard: now}
@@ -423,6 +548,9 @@ func (d *delegate) NotifyMsg(buf []byte) {
 		if h := d.handler.Load(); h != nil {
 			(*h).Receive(append([]byte(nil), buf[1:]...))
 		}
+	case msgKeyring:
+		// Not on memberlist's packet goroutine: applying saves a file and updates metadata.
+		go (*Membership)(d).receiveKey(append([]byte(nil), buf[1:]...))
 	}
 }
 

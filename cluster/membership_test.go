@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/shardkeeper/shardkeeper/pki"
 	"github.com/shardkeeper/shardkeeper/test/await"
 )
 
@@ -172,4 +173,68 @@ func TestGossipKey(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// With TLS, members holding node certificates of the cluster CA form the cluster. A member
+// without TLS, with another CA's certificate, or with a certificate naming another node than
+// the id it gossips is never listed, even when it holds the gossip key.
+func TestGossipTLS(t *testing.T) {
+	key := bytes.Repeat([]byte{7}, 32)
+	dir, otherDir := t.TempDir(), t.TempDir()
+	files, err := pki.WriteNodes(dir, nil, time.Hour, "a", "b", "c")
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := pki.WriteNodes(otherDir, nil, time.Hour, "foreign")
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := func(id string, peers *pki.Peers, join ...string) (*Membership, error) {
+		m, err := StartMembership(MembershipConfig{
+			Meta:       NodeMeta{ID: id, ServerID: id + "@1", Raft: id + ":7000", Partitions: 1},
+			GossipAddr: freeAddr(t), Heartbeat: 100 * time.Millisecond, SuspectAfter: 500 * time.Millisecond,
+			ReconnectInterval: 100 * time.Millisecond,
+			GossipKey:         key, Peers: peers, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { m.Shutdown() })
+		return m, m.Join(join)
+	}
+	a, _ := start("a", loadPeers(t, files["a"]))
+	b, err := start("b", loadPeers(t, files["b"]), gossipAddr(a))
+	if err != nil {
+		t.Fatalf("a node of the CA could not join: %v", err)
+	}
+	await.True(t, 5*time.Second, "a and b see each other", func() bool {
+		return stateOf(a, "b").State == StateAlive && stateOf(b, "a").State == StateAlive
+	})
+	if _, err := start("plain", nil, gossipAddr(a)); err == nil {
+		t.Error("a member without TLS joined")
+	}
+	if _, err := start("foreign", loadPeers(t, other["foreign"]), gossipAddr(a)); err == nil {
+		t.Error("a member of another CA joined")
+	}
+	// Node c's certificate, gossiping as "impostor": memberlist lets it join (its streams
+	// are a node's), but it cannot prove the id it claims.
+	impostor, err := start("impostor", loadPeers(t, files["c"]), gossipAddr(a))
+	if err != nil {
+		t.Fatalf("join with a node certificate: %v", err)
+	}
+	await.True(t, 5*time.Second, "memberlist lists the impostor", func() bool {
+		return a.ml.NumMembers() == 3 && b.ml.NumMembers() == 3
+	})
+	never := time.Now().Add(time.Second)
+	for time.Now().Before(never) {
+		for _, m := range []*Membership{a, b} {
+			for _, id := range []string{"plain", "foreign", "impostor"} {
+				if s := stateOf(m, id); s.ID != "" {
+					t.Fatalf("%s lists %s (%s)", m.Local().ID, id, s.State)
+				}
+			}
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	impostor.Shutdown()
 }

@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"crypto/tls"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
+	"github.com/shardkeeper/shardkeeper/pki"
 )
 
 // Mux carries the Raft traffic of every partition over one TCP listener. Each connection
@@ -25,10 +27,16 @@ import (
 // votes with an empty log in the name of a voter that had acknowledged entries — and break
 // Raft's safety. Raft addresses therefore carry the server id: "host:port#serverID" (see
 // RaftAddress), and only the incarnation named can answer.
+//
+// With TLS material (peers), every connection is mutual TLS first: the listener accepts node
+// certificates of the cluster CA only, and the dialer accepts only the certificate of the node
+// named in the server id it dials, so an address taken over by another node or by anyone
+// else is never answered to.
 type Mux struct {
 	ln       net.Listener
 	logger   *slog.Logger
 	serverID string
+	peers    *pki.Peers // nil: plain TCP
 
 	mu     sync.Mutex
 	layers map[uint32]*streamLayer
@@ -55,8 +63,9 @@ func splitRaftAddress(a raft.ServerAddress) (addr, serverID string) {
 	return s, ""
 }
 
-// ListenMux listens on addr for the Raft traffic of server id serverID.
-func ListenMux(addr, serverID string, logger *slog.Logger) (*Mux, error) {
+// ListenMux listens on addr for the Raft traffic of server id serverID, in TLS with peers
+// when not nil.
+func ListenMux(addr, serverID string, peers *pki.Peers, logger *slog.Logger) (*Mux, error) {
 	if len(serverID) > 255 {
 		return nil, fmt.Errorf("server id %q is too long", serverID)
 	}
@@ -64,7 +73,7 @@ func ListenMux(addr, serverID string, logger *slog.Logger) (*Mux, error) {
 	if err != nil {
 		return nil, fmt.Errorf("raft listener on %s: %w", addr, err)
 	}
-	m := &Mux{ln: ln, logger: logger, serverID: serverID, layers: map[uint32]*streamLayer{}}
+	m := &Mux{ln: ln, logger: logger, serverID: serverID, peers: peers, layers: map[uint32]*streamLayer{}}
 	m.wg.Add(1)
 	go m.acceptLoop()
 	return m, nil
@@ -81,7 +90,7 @@ func (m *Mux) Layer(p uint32, advertise string) raft.StreamLayer {
 	if l, ok := m.layers[p]; ok {
 		return l
 	}
-	l := &streamLayer{p: p, addr: raftAddr(RaftAddress(advertise, m.serverID)), conns: make(chan net.Conn), closed: make(chan struct{})}
+	l := &streamLayer{p: p, addr: raftAddr(RaftAddress(advertise, m.serverID)), peers: m.peers, conns: make(chan net.Conn), closed: make(chan struct{})}
 	m.layers[p] = l
 	return l
 }
@@ -118,7 +127,16 @@ func (m *Mux) acceptLoop() {
 // route reads a connection's header and hands it to its partition.
 func (m *Mux) route(conn net.Conn) {
 	var hdr [6]byte
-	_ = conn.SetReadDeadline(time.Now().Add(muxHeaderTimeout))
+	_ = conn.SetDeadline(time.Now().Add(muxHeaderTimeout))
+	if m.peers != nil {
+		tc := tls.Server(conn, m.peers.ServerConfig())
+		if err := tc.Handshake(); err != nil {
+			m.logger.Warn("raft connection refused", "remote", conn.RemoteAddr(), "error", err)
+			conn.Close()
+			return
+		}
+		conn = tc
+	}
 	_, err := io.ReadFull(conn, hdr[:])
 	target := make([]byte, hdr[5])
 	if err == nil {
@@ -129,7 +147,7 @@ func (m *Mux) route(conn net.Conn) {
 		conn.Close()
 		return
 	}
-	_ = conn.SetReadDeadline(time.Time{})
+	_ = conn.SetDeadline(time.Time{})
 	// Every Raft address names its server (RaftAddress): a connection that names none, or
 	// another, is not from a member that knows this node.
 	if string(target) != m.serverID {
@@ -154,6 +172,14 @@ func (m *Mux) route(conn net.Conn) {
 	}
 }
 
+// nodeOf is the node id of a server id, "<node-id>@<incarnation>" (persistence.Store.ServerID).
+func nodeOf(serverID string) string {
+	if i := strings.LastIndexByte(serverID, '@'); i >= 0 {
+		return serverID[:i]
+	}
+	return serverID
+}
+
 // raftAddr is a net.Addr whose String is a RaftAddress, so that raft advertises it.
 type raftAddr string
 
@@ -164,6 +190,7 @@ func (a raftAddr) String() string  { return string(a) }
 type streamLayer struct {
 	p      uint32
 	addr   net.Addr
+	peers  *pki.Peers
 	conns  chan net.Conn
 	once   sync.Once
 	closed chan struct{}
@@ -191,13 +218,21 @@ func (l *streamLayer) Dial(address raft.ServerAddress, timeout time.Duration) (n
 	if err != nil {
 		return nil, err
 	}
+	_ = conn.SetDeadline(time.Now().Add(timeout))
+	if l.peers != nil {
+		tc := tls.Client(conn, l.peers.ClientConfig(nodeOf(target)))
+		if err := tc.Handshake(); err != nil {
+			conn.Close()
+			return nil, fmt.Errorf("raft TLS with %s: %w", address, err)
+		}
+		conn = tc
+	}
 	hdr := binary.BigEndian.AppendUint32([]byte{muxMagic}, l.p)
 	hdr = append(append(hdr, byte(len(target))), target...)
-	_ = conn.SetWriteDeadline(time.Now().Add(timeout))
 	if _, err := conn.Write(hdr); err != nil {
 		conn.Close()
 		return nil, fmt.Errorf("raft mux header to %s: %w", address, err)
 	}
-	_ = conn.SetWriteDeadline(time.Time{})
+	_ = conn.SetDeadline(time.Time{})
 	return conn, nil
 }

@@ -72,6 +72,9 @@ type Config struct {
 	HTTPIdleTimeout      time.Duration // --http-idle-timeout 60s: a keep-alive connection between requests
 	RateLimit            int           // --rate-limit 0 (off): requests per second per client (token or IP)
 	RateBurst            int           // --rate-burst 0 (= --rate-limit): requests a client may send at once
+	TLSCA                string        // --tls-ca: PEM file of the cluster CA
+	TLSCert              string        // --tls-cert: PEM file of this node's certificate
+	TLSKey               string        // --tls-key: PEM file of its key, readable by its owner only
 	ConfigFile           string        // --config, path of the YAML file (not itself settable from YAML)
 
 	// sections holds the loaded value (*T) of each Section, read with Section.Get.
@@ -119,6 +122,9 @@ func coreOptions(c *Config) []Option {
 		Duration(&c.HTTPIdleTimeout, "http-idle-timeout", "60s", "a keep-alive connection with no request for this long is closed").Checked(Positive(&c.HTTPIdleTimeout)),
 		Int(&c.RateLimit, "rate-limit", "0", "requests per second each client IP address (IPv6: each /64) may send; more are answered 429 rate_limited with Retry-After (0: no limit; behind a load balancer every client has its address)").Checked(AtLeast(&c.RateLimit, 0)),
 		Int(&c.RateBurst, "rate-burst", "0", "requests a client may send at once before --rate-limit applies (0: one second's worth)").Checked(AtLeast(&c.RateBurst, 0)),
+		String(&c.TLSCA, "tls-ca", "", "PEM file of the cluster CA: with --tls-cert and --tls-key, every node-to-node connection (Raft, actor remoting, gossip streams) is mutual TLS 1.3 and accepts node certificates of this CA only"),
+		String(&c.TLSCert, "tls-cert", "", "PEM file of this node's certificate (SAN URI spiffe://shardkeeper/node/<node-id>, key usages ServerAuth and ClientAuth); reloaded when it changes"),
+		String(&c.TLSKey, "tls-key", "", "PEM file of the key of --tls-cert, readable by its owner only; reloaded when it changes"),
 		{Name: "config", Usage: "path of a YAML file of settings, keyed by flag name", NoFile: true, Value: stringValue{&c.ConfigFile}},
 	}
 }
@@ -392,4 +398,16 @@ func (c Config) Advertised(bound string) string {
 		return bound
 	}
 	return net.JoinHostPort(c.AdvertiseAddr, port)
+}
+
+// TLSFiles are the TLS material files; ok is false without TLS. Setting some but not all
+// three is an error naming the flags.
+func (c Config) TLSFiles() (ca, cert, key string, ok bool, err error) {
+	switch {
+	case c.TLSCA == "" && c.TLSCert == "" && c.TLSKey == "":
+		return "", "", "", false, nil
+	case c.TLSCA == "" || c.TLSCert == "" || c.TLSKey == "":
+		return "", "", "", false, errors.New("--tls-ca, --tls-cert and --tls-key go together: set all three or none")
+	}
+	return c.TLSCA, c.TLSCert, c.TLSKey, true, nil
 }

@@ -83,7 +83,7 @@ func Routes(ds []Domain, caller api.Caller, cfg config.Config) []api.Route {
 // conflicting routes, are errors naming the domain.
 func NewMux(view api.ClusterView, gatherer prometheus.Gatherer, ds []Domain, caller api.Caller, cfg config.Config) (*Mux, error) {
 	mux := &Mux{ServeMux: http.NewServeMux(), operator: map[string]bool{}}
-	api.RegisterOps(mux.ServeMux, view, gatherer)
+	api.RegisterOps(mux.ServeMux, view, gatherer, cfg.AdminToken)
 	for _, p := range api.OperatorPatterns {
 		mux.operator[p] = true
 	}

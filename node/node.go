@@ -30,6 +30,9 @@ import (
 	"github.com/shardkeeper/shardkeeper/config"
 	"github.com/shardkeeper/shardkeeper/domain"
 	"github.com/shardkeeper/shardkeeper/persistence"
+	"github.com/shardkeeper/shardkeeper/pki"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 )
 
 // Node is a running shardkeeper process.
@@ -39,6 +42,7 @@ type Node struct {
 	registry   *prometheus.Registry
 	store      *persistence.Store
 	serverID   string
+	peers      *pki.Peers // TLS material of node-to-node connections, nil without TLS
 	system     *actor.ActorSystem
 	remote     *remote.Remote
 	host       *cluster.Host
@@ -99,14 +103,18 @@ func Start(cfg config.Config, opts Options) (n *Node, err error) {
 	if n.ln, err = net.Listen("tcp", cfg.HTTPAddr); err != nil {
 		return nil, fmt.Errorf("http listener on %s: %w", cfg.HTTPAddr, err)
 	}
+	if n.peers, err = loadPeers(cfg, logger); err != nil {
+		return nil, err
+	}
+	n.watchPeers()
 	n.system = actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger {
 		return logger.With("component", "protoactor")
 	}))
-	if n.remote, err = startRemote(n.system, cfg.RemoteAddr, cfg.Advertised, logger); err != nil {
+	if n.remote, err = startRemote(n.system, cfg.RemoteAddr, cfg.Advertised, n.peers, logger); err != nil {
 		return nil, err
 	}
 	if n.host, err = cluster.NewHost(cluster.HostConfig{
-		ServerID: n.serverID, RaftAddr: cfg.RaftAddr, Advertise: cfg.Advertised, Partitions: cfg.Partitions,
+		ServerID: n.serverID, Peers: n.peers, RaftAddr: cfg.RaftAddr, Advertise: cfg.Advertised, Partitions: cfg.Partitions,
 		SnapshotDir: filepath.Join(cfg.DataDir, "snapshots"), Store: n.store,
 		HeartbeatTimeout: cfg.RaftHeartbeatTimeout, ElectionTimeout: cfg.RaftElectionTimeout, CommitTimeout: cfg.RaftCommitTimeout,
 		SnapshotThreshold: cfg.SnapshotThreshold, SnapshotInterval: cfg.SnapshotInterval, TrailingLogs: cfg.RaftTrailingLogs,
@@ -123,16 +131,17 @@ func Start(cfg config.Config, opts Options) (n *Node, err error) {
 	}
 	host.Start(n.runtime.SetLeader)
 
-	if cfg.GossipKey == "" {
-		logger.Warn("gossip is not encrypted: any process that reaches the gossip address can join the cluster (set --gossip-key)", "gossip", cfg.GossipAddr)
-	}
 	if n.membership, err = cluster.StartMembership(cluster.MembershipConfig{
-		GossipAddr: cfg.GossipAddr, AdvertiseIP: cfg.AdvertiseAddr, Logger: logger, GossipKey: cfg.GossipKeyBytes(),
+		GossipAddr: cfg.GossipAddr, AdvertiseIP: cfg.AdvertiseAddr, Logger: logger, GossipKey: cfg.GossipKeyBytes(), Peers: n.peers,
+		KeyringFile: filepath.Join(cfg.DataDir, "gossip-keyring.json"),
 		Meta: cluster.NodeMeta{ID: cfg.NodeID, ServerID: n.serverID, Raft: host.Addr(),
 			Remote: n.system.ProcessRegistry.Address, HTTP: cfg.Advertised(n.ln.Addr().String()), Partitions: cfg.Partitions,
 			Bootstrapped: host.HasState()},
 	}); err != nil {
 		return nil, err
+	}
+	if !n.membership.Encrypted() {
+		logger.Warn("gossip is not encrypted: any process that reaches the gossip address can join the cluster (set --gossip-key)", "gossip", cfg.GossipAddr)
 	}
 	n.directory = cluster.NewDirectory(cluster.DirectoryConfig{Host: host, Members: n.membership, Replicas: cfg.Replicas, Logger: logger})
 	n.membership.Handle(n.directory)
@@ -196,7 +205,7 @@ func Start(cfg config.Config, opts Options) (n *Node, err error) {
 // startRemote starts actor remoting on addr (protoactor panics on a listen failure);
 // advertised maps addr to the address other nodes send to (Validate makes sure the port is
 // fixed when that differs).
-func startRemote(system *actor.ActorSystem, addr string, advertised func(string) string, logger *slog.Logger) (r *remote.Remote, err error) {
+func startRemote(system *actor.ActorSystem, addr string, advertised func(string) string, peers *pki.Peers, logger *slog.Logger) (r *remote.Remote, err error) {
 	host, portStr, err := net.SplitHostPort(addr)
 	if err != nil {
 		return nil, fmt.Errorf("remote address: %w", err)
@@ -215,8 +224,15 @@ func startRemote(system *actor.ActorSystem, addr string, advertised func(string)
 	// only after the last; the next message then starts a new writer. With the default five
 	// attempts, a request forwarded to a node that died while the connection was being set
 	// up waited about 10 s.
-	opts := []remote.ConfigOption{func(c *remote.Config) { c.MaxRetryCount = 1 },
-		remote.WithServerOptions(cluster.RemoteGuard(logger, func() string { return system.ProcessRegistry.Address })...)}
+	server := cluster.RemoteGuard(logger, func() string { return system.ProcessRegistry.Address })
+	opts := []remote.ConfigOption{func(c *remote.Config) { c.MaxRetryCount = 1 }}
+	if peers != nil {
+		// Node certificates of the CA only, either way (pki.Peers); the guard's rules apply
+		// on top.
+		server = append(server, grpc.Creds(credentials.NewTLS(peers.ServerConfig())))
+		opts = append(opts, remote.WithDialOptions(grpc.WithTransportCredentials(credentials.NewTLS(peers.ClientConfig("")))))
+	}
+	opts = append(opts, remote.WithServerOptions(server...))
 	if a := advertised(addr); a != addr {
 		opts = append(opts, remote.WithAdvertisedHost(a))
 	}
@@ -352,6 +368,16 @@ func (n *Node) Ready() error {
 }
 
 // StateHashes implements api.ClusterView.
+// KeyStatus is the gossip keyring of every member (api.GossipKeys).
+func (n *Node) KeyStatus(op string, key []byte) []cluster.KeyStatus {
+	return n.membership.KeyStatus(op, key)
+}
+
+// ChangeKey changes the gossip keyring of every member (api.GossipKeys).
+func (n *Node) ChangeKey(ctx context.Context, op string, key []byte) ([]cluster.KeyStatus, bool, error) {
+	return n.membership.ChangeKey(ctx, op, key)
+}
+
 func (n *Node) StateHashes() ([]api.PartitionHash, error) {
 	out := make([]api.PartitionHash, n.cfg.Partitions)
 	for p := range uint32(n.cfg.Partitions) {

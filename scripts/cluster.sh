@@ -2,7 +2,9 @@
 # Three shardkeeper nodes on loopback behind HAProxy on one port (make cluster,
 # make cluster-restart NODE=n2, make cluster-stop).
 #
-#   scripts/cluster.sh start         build, start n1..n3 and haproxy, wait until all serve
+#   scripts/cluster.sh start         build, start n1..n3 (mutual TLS between them, gossip
+#                                    encrypted; material in CLUSTER_DIR/tls) and haproxy,
+#                                    wait until all serve
 #   scripts/cluster.sh restart n2    stop n2 if it runs (SIGTERM), start it again with the
 #                                    same flags and data, wait until its /readyz answers 200
 #   scripts/cluster.sh stop          SIGTERM every node (they leave gracefully) and haproxy,
@@ -59,7 +61,24 @@ node_args() {
     --http-addr "127.0.0.1:$((BASE_PORT + i))" --remote-addr "127.0.0.1:$((BASE_PORT + 10 + i))"
     --gossip-addr "127.0.0.1:$((BASE_PORT + 20 + i))" --raft-addr "127.0.0.1:$((BASE_PORT + 30 + i))"
     --join "127.0.0.1:$((BASE_PORT + 21))" --bootstrap-expect 3
-    --raft-heartbeat-timeout 300ms --raft-election-timeout 300ms)
+    --raft-heartbeat-timeout 300ms --raft-election-timeout 300ms
+    --tls-ca "$DIR/tls/ca.pem" --tls-cert "$DIR/tls/n$i.pem" --tls-key "$DIR/tls/n$i-key.pem"
+    --gossip-key-file "$DIR/tls/gossip.key")
+}
+
+# make_secrets makes, once per cluster directory, a development CA and each node's
+# certificate (shardkeeper tls) and a gossip key, in CLUSTER_DIR/tls: every node-to-node
+# connection of the cluster is mutual TLS, and its gossip is encrypted.
+make_secrets() {
+  local i
+  mkdir -p "$DIR/tls"
+  [ -f "$DIR/tls/ca.pem" ] || "$BIN" tls ca --dir "$DIR/tls" >/dev/null
+  for i in "${NODES[@]}"; do
+    [ -f "$DIR/tls/n$i.pem" ] || "$BIN" tls node --dir "$DIR/tls" --name "n$i" --hosts 127.0.0.1,localhost >/dev/null
+  done
+  if [ ! -f "$DIR/tls/gossip.key" ]; then
+    (umask 077 && "$BIN" gossip-key generate >"$DIR/tls/gossip.key")
+  fi
 }
 
 # is_running PID: the process exists and is not a zombie (a child exited but not yet reaped,
@@ -232,6 +251,7 @@ start() {
   fi
   [ -x "$BIN" ] || fail "no binary at $BIN"
   printf 'PORT=%s\nBASE_PORT=%s\n' "$PORT" "$BASE_PORT" >"$DIR/cluster.env"
+  make_secrets
 
   local i
   for i in "${NODES[@]}"; do start_node "$i"; done

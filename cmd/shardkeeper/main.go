@@ -1,5 +1,5 @@
 // Command shardkeeper runs a shardkeeper node (serve) and operator subcommands (status,
-// version).
+// gossip-key, tls, version).
 package main
 
 import (
@@ -25,9 +25,11 @@ import (
 const usage = `usage: shardkeeper <command> [flags]
 
 commands:
-  serve     run a node (shardkeeper serve --help lists its flags)
-  status    print a node's view of the cluster (shardkeeper status --help)
-  version   print the version, commit and Go version (also shardkeeper --version)
+  serve       run a node (shardkeeper serve --help lists its flags)
+  status      print a node's view of the cluster (shardkeeper status --help)
+  gossip-key  rotate the gossip encryption key of a running cluster (shardkeeper gossip-key --help)
+  tls         make a cluster CA and node certificates (shardkeeper tls --help)
+  version     print the version, commit and Go version (also shardkeeper --version)
 `
 
 func main() {
@@ -52,6 +54,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 0
 	case "status":
 		err = status(args[1:], stdout, time.Now)
+	case "gossip-key":
+		err = gossipKey(args[1:], stdout)
+	case "tls":
+		err = tlsCmd(args[1:], stdout)
 	case "version", "--version", "-version":
 		if len(args) > 1 {
 			err = usageError{fmt.Errorf("%s takes no arguments", args[0])}
@@ -70,8 +76,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 0
 	case errors.As(err, &ue):
 		help := "shardkeeper --help"
-		if args[0] == "status" {
-			help = "shardkeeper status --help"
+		switch args[0] {
+		case "status", "gossip-key", "tls":
+			help = "shardkeeper " + args[0] + " --help"
 		}
 		fmt.Fprintf(stderr, "shardkeeper: %v (see %s)\n", err, help)
 		return 2

@@ -21,6 +21,9 @@ import (
 // partitions is P of the chaos cluster.
 const partitions = 16
 
+// tlsDir holds the CA and node certificates of every cluster of the run (see TestMain).
+var tlsDir string
+
 // nodeFlags are given to every node. Short Raft timeouts (the failover goal needs them), a
 // short request deadline so that a request without a leader fails fast with 503, and limits
 // raised so that the load never meets them (every nonce and entry lives longer than a test).
@@ -68,7 +71,7 @@ func startClusterBinding(t *testing.T, bindAll bool, extra ...string) *cluster {
 	begin := time.Now()
 	c.nodes = proc.StartCluster(t, proc.ClusterConfig{
 		Bin: proc.Build(t, "./cmd/shardkeeper"), Command: []string{"serve"}, N: len(nodeIPs),
-		IPs: nodeIPs, GIDs: gids, Flags: append(slices.Clone(nodeFlags), extra...), LogDir: c.dir, BindAll: bindAll,
+		IPs: nodeIPs, GIDs: gids, Flags: append(slices.Clone(nodeFlags), extra...), LogDir: c.dir, BindAll: bindAll, TLSDir: tlsDir,
 	})
 	for _, n := range c.nodes {
 		n.WaitReady(60 * time.Second)

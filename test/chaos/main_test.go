@@ -42,6 +42,8 @@ func run(m *testing.M) int {
 			return 2
 		}
 	}
+	// Every node runs with mutual TLS on its peer ports, certificates of one CA made here.
+	tlsDir = filepath.Join(outRoot, "tls")
 	setupNetwork()
 	code := m.Run()
 	teardownNetwork()

@@ -88,7 +88,7 @@ func TestGrowAndShrinkUnderLoad(t *testing.T) {
 	var extra []*proc.Node
 	for i, ip := range []string{"127.0.0.14", "127.0.0.15"} {
 		n := proc.Start(t, proc.Config{Bin: proc.Build(t, "./cmd/shardkeeper"), Command: []string{"serve"},
-			NodeID: "n" + strconv.Itoa(4+i), IP: ip, LogDir: c.dir,
+			NodeID: "n" + strconv.Itoa(4+i), IP: ip, LogDir: c.dir, TLSDir: tlsDir,
 			Flags: slices.Concat([]string{"--bootstrap-expect", "3", "--join", strings.Join(joins, ",")}, nodeFlags, graceFlags)})
 		extra = append(extra, n)
 		c.note("started %s", n.Config.NodeID)

@@ -45,6 +45,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/shardkeeper/shardkeeper/pki"
 )
 
 var (
@@ -170,6 +172,10 @@ type Config struct {
 	// LogDir is where the node's log file goes; default a new t.TempDir() (removed with the
 	// test). Give a directory that outlives the test to keep the logs.
 	LogDir string
+	// TLSDir, when set, runs the node with mutual TLS on its peer ports: a node certificate
+	// for NodeID is issued there by the CA of the directory (both made when missing, see
+	// pki.WriteNodes).
+	TLSDir string
 }
 
 // Node is one node process: its addresses, data directory and log. Its fields are read-only.
@@ -232,6 +238,10 @@ func Start(t testing.TB, cfg Config) *Node {
 		"--raft-addr", listen(n.RaftAddr), "--gossip-addr", listen(n.GossipAddr), "--remote-addr", listen(n.RemoteAddr))
 	if cfg.BindAll {
 		n.args = append(n.args, "--advertise-addr", cfg.IP)
+	}
+	if cfg.TLSDir != "" {
+		f := nodeTLS(t, cfg.TLSDir, cfg.NodeID)
+		n.args = append(n.args, "--tls-ca", f.CA, "--tls-cert", f.Cert, "--tls-key", f.Key)
 	}
 	n.args = append(n.args, cfg.Flags...)
 	// Registered after the temp dirs above, so it runs before they are removed.
@@ -479,6 +489,8 @@ type ClusterConfig struct {
 	BindAll bool
 	// LogDir as in Config.
 	LogDir string
+	// TLSDir as in Config, for every node.
+	TLSDir string
 }
 
 // StartCluster starts c.N nodes that form one cluster: each is started with
@@ -492,7 +504,7 @@ func StartCluster(t testing.TB, c ClusterConfig) []*Node {
 	cfgs := make([]Config, c.N)
 	gossip := make([]string, c.N)
 	for i := range cfgs {
-		cfgs[i] = Config{Bin: c.Bin, Command: c.Command, NodeID: fmt.Sprintf("n%d", i+1), IP: "127.0.0.1", LogDir: c.LogDir, BindAll: c.BindAll}
+		cfgs[i] = Config{Bin: c.Bin, Command: c.Command, NodeID: fmt.Sprintf("n%d", i+1), IP: "127.0.0.1", LogDir: c.LogDir, BindAll: c.BindAll, TLSDir: c.TLSDir}
 		if i < len(c.IPs) {
 			cfgs[i].IP = c.IPs[i]
 		}
@@ -523,4 +535,23 @@ func StartCluster(t testing.TB, c ClusterConfig) []*Node {
 		nodes[i] = Start(t, cfgs[i])
 	}
 	return nodes
+}
+
+var tlsMu sync.Mutex
+
+// nodeTLS returns node id's TLS files in dir, issuing them on first use.
+func nodeTLS(t testing.TB, dir, id string) pki.Files {
+	t.Helper()
+	tlsMu.Lock()
+	defer tlsMu.Unlock()
+	ca, _ := pki.CAFiles(dir)
+	f := pki.Files{CA: ca, Cert: filepath.Join(dir, id+".pem"), Key: filepath.Join(dir, id+"-key.pem")}
+	if _, err := os.Stat(f.Cert); err == nil {
+		return f
+	}
+	files, err := pki.WriteNodes(dir, []string{"127.0.0.1", "localhost"}, 24*time.Hour, id)
+	if err != nil {
+		t.Fatalf("proc: TLS material for %s: %v", id, err)
+	}
+	return files[id]
 }
