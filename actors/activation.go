@@ -375,7 +375,8 @@ func (a *activation) committed(c actor.Context, m *commitDone) {
 		return // the activation already failed this batch when it retired
 	}
 	if m.err != nil {
-		err := Unavailable("commit failed: %v", m.err)
+		// The cause stays visible to errors.Is (persistence.ErrDiskLow, for one).
+		err := fmt.Errorf("%w: commit failed: %w", ErrUnavailable, m.err)
 		if errors.Is(m.err, ErrNotApplied) { // fenced before it was proposed
 			err = notApplied(err)
 		}

@@ -28,7 +28,7 @@ type raftEnv struct {
 
 func startRaftEnv(t testing.TB, dir string, kinds ...actors.Kind) *raftEnv {
 	t.Helper()
-	store, err := persistence.Open(dir+"/pebble", actortest.Logger())
+	store, err := persistence.Open(dir+"/pebble", actortest.Logger(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,6 +17,8 @@ type Member struct {
 	// StateSince is when the member entered State, as observed by the answering node (Unix ms).
 	StateSince int64  `json:"state_since"`
 	HTTPAddr   string `json:"http_addr"`
+	// DiskLow is set while the member refuses writes for lack of disk space.
+	DiskLow bool `json:"disk_low,omitempty"`
 }
 
 // ClusterView is what the operational endpoints need from the node.
@@ -60,10 +62,10 @@ func IsOps(r *http.Request) bool {
 // there is one (--admin-addr): metrics and the cluster view. The health checks are served on
 // both.
 var OperatorPatterns = []string{"GET /metrics", "GET /v1/cluster/hashes", "GET /v1/cluster",
-	"GET /v1/cluster/gossip-keys", "POST /v1/cluster/gossip-keys"}
+	"GET /v1/cluster/gossip-keys", "POST /v1/cluster/gossip-keys", "GET /ui"}
 
-// RegisterOps adds /healthz, /readyz, /metrics, /v1/cluster and the gossip keyring's
-// endpoints (with the admin token) to mux.
+// RegisterOps adds /healthz, /readyz, /metrics, /v1/cluster, the operator's dashboard (/ui)
+// and the gossip keyring's endpoints (with the admin token) to mux.
 func RegisterOps(mux *http.ServeMux, view ClusterView, gatherer prometheus.Gatherer, adminToken string) {
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		WriteJSON(w, http.StatusOK, map[string]string{"status": "ok"})
@@ -87,6 +89,7 @@ func RegisterOps(mux *http.ServeMux, view ClusterView, gatherer prometheus.Gathe
 		}
 		WriteJSON(w, http.StatusOK, map[string]any{"node_id": view.NodeID(), "partitions": hs})
 	})
+	mux.HandleFunc("GET /ui", dashboard(view, gatherer))
 	mux.HandleFunc("GET /v1/cluster/gossip-keys", Admin(adminToken, listGossipKeys(view)))
 	mux.HandleFunc("POST /v1/cluster/gossip-keys", Admin(adminToken, changeGossipKey(view)))
 	mux.HandleFunc("GET /v1/cluster", func(w http.ResponseWriter, _ *http.Request) {

@@ -195,27 +195,36 @@ type BalanceSituation struct {
 	Led []PartitionInfo
 	// Addresses maps live members' server ids to their Raft addresses.
 	Addresses map[string]raft.ServerAddress
+	// Unfit holds the server ids of members that must not lead (their disk is low).
+	Unfit map[string]bool
 }
 
 // DecideBalance picks one partition led here to hand to a voter that leads fewer than its
 // share, when this node leads more than its share (⌈P / live members⌉). ok is false when no
 // transfer is due.
+//
+// A node unfit to lead (Unfit: its disk is low) hands any partition it leads to a fit voter,
+// whatever the shares; no leadership is handed to an unfit node.
 func DecideBalance(s BalanceSituation) (p uint32, a Action, ok bool) {
 	if len(s.Leading) < 2 {
 		return 0, Action{}, false
 	}
 	share := (s.Partitions + len(s.Leading) - 1) / len(s.Leading)
-	if len(s.Led) <= share {
+	selfUnfit := s.Unfit[s.Self]
+	if len(s.Led) <= share && !selfUnfit {
 		return 0, Action{}, false
 	}
 	for _, in := range s.Led {
 		for _, sv := range in.Servers {
 			n, live := s.Leading[string(sv.ID)]
-			if !live || sv.Suffrage != raft.Voter || string(sv.ID) == s.Self || n+1 > share {
+			if !live || sv.Suffrage != raft.Voter || string(sv.ID) == s.Self || s.Unfit[string(sv.ID)] || (n+1 > share && !selfUnfit) {
 				continue
 			}
-			return in.ID, Action{Kind: TransferLeadership, Server: sv.ID, Address: s.Addresses[string(sv.ID)],
-				Reason: fmt.Sprintf("this node leads %d, more than its share of %d", len(s.Led), share)}, true
+			reason := fmt.Sprintf("this node leads %d, more than its share of %d", len(s.Led), share)
+			if selfUnfit {
+				reason = "this node's disk is low"
+			}
+			return in.ID, Action{Kind: TransferLeadership, Server: sv.ID, Address: s.Addresses[string(sv.ID)], Reason: reason}, true
 		}
 	}
 	return 0, Action{}, false

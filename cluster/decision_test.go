@@ -24,6 +24,7 @@ import (
 //	balance partitions=16 self=a@1
 //	leading: a@1=7 b@1=5 c@1=4                live members and how many partitions each leads
 //	led: 0=a@1,b@1,c@1 3=a@1,b@1 …            partitions led here and their voters
+//	unfit: b@1=disk-low …                     members that must not lead
 func TestDecide(t *testing.T) {
 	datadriven.RunTest(t, "testdata/decide", func(t *testing.T, td *datadriven.TestData) string {
 		if td.Cmd != "decide" {
@@ -91,6 +92,10 @@ func TestDecideBalance(t *testing.T) {
 			n, _ := strconv.Atoi(kv[1])
 			s.Leading[kv[0]] = n
 			s.Addresses[kv[0]] = RaftAddress(testMeta(kv[0]).Raft, kv[0])
+		}
+		s.Unfit = map[string]bool{}
+		for _, kv := range lines["unfit"] {
+			s.Unfit[kv[0]] = true
 		}
 		for _, kv := range lines["led"] {
 			p, _ := strconv.Atoi(kv[0])

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -23,7 +24,10 @@ type HostConfig struct {
 	// ServerID is this node's Raft server id (persistence.Store.ServerID).
 	ServerID string
 	// Peers, when set, puts Raft traffic in mutual TLS (see Mux).
-	Peers    *pki.Peers
+	Peers *pki.Peers
+	// Disk, when set, refuses proposals while the disk is low, and log appends of
+	// partitions this node follows (persistence.DiskGuard).
+	Disk     Disk
 	RaftAddr string // listen address of the shared Raft transport
 	// Advertise maps the Raft listener's bound address to the one other nodes dial
 	// (config.Config.Advertised); nil: the bound address itself.
@@ -159,6 +163,12 @@ func (h *Host) openGroup(p uint32, advertise string, hlog hclog.Logger) (*group,
 		return nil, fmt.Errorf("partition %d snapshot store: %w", p, err)
 	}
 	g := &group{p: p, fsm: fsm, notify: make(chan bool, 16)}
+	var logStore raft.LogStore = logs
+	var guarded *guardedLogs
+	if h.cfg.Disk != nil {
+		guarded = &guardedLogs{LogStore: logs, disk: h.cfg.Disk}
+		logStore = guarded
+	}
 	trans := &progressTransport{NetworkTransport: raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
 		Stream: h.mux.Layer(p, advertise), MaxPool: 3, Timeout: 10 * time.Second, Logger: hlog,
 	}), progress: &g.progress}
@@ -178,9 +188,12 @@ func (h *Host) openGroup(p uint32, advertise string, hlog hclog.Logger) (*group,
 			return nil, fmt.Errorf("bootstrap partition %d: %w", p, err)
 		}
 	}
-	if g.raft, err = raft.NewRaft(rc, fsm, logs, stable, snaps, trans); err != nil {
+	if g.raft, err = raft.NewRaft(rc, fsm, logStore, stable, snaps, trans); err != nil {
 		trans.Close()
 		return nil, fmt.Errorf("start raft of partition %d: %w", p, err)
+	}
+	if guarded != nil {
+		guarded.r.Store(g.raft)
 	}
 	// Non-blocking: when watchers lag, raft drops observations rather than wait; the next
 	// change is observed again.
@@ -253,9 +266,48 @@ func classifyApplyError(err error) error {
 	return err
 }
 
-// Propose appends an encoded command to partition p's log (see actors.Replicator).
+// Disk tells whether the data directory has room for writes (persistence.DiskGuard).
+type Disk interface {
+	// Err is nil while writes are allowed.
+	Err() error
+}
+
+// Propose appends an encoded command to partition p's log (see actors.Replicator). While the
+// disk is low it is refused before Raft sees it (actors.ErrNotApplied).
 func (h *Host) Propose(p uint32, cmd []byte) interface{ Error() error } {
+	if h.cfg.Disk != nil {
+		if err := h.cfg.Disk.Err(); err != nil {
+			return refused{fmt.Errorf("%w: %w", actors.ErrNotApplied, err)}
+		}
+	}
 	return applyFuture{h.groups[p].raft.Apply(cmd, 0)}
+}
+
+// refused is the future of a proposal refused before Raft.
+type refused struct{ err error }
+
+func (r refused) Error() error { return r.err }
+
+// guardedLogs is a partition's log store that refuses to grow while the disk is low and this
+// node follows the partition: its leader is elsewhere, and a quorum of the other replicas
+// goes on without it. As leader it still stores what it proposed before the disk got low
+// (and Raft's own entries): a failed append would make it step down, and leadership go round
+// in circles on a node alone.
+type guardedLogs struct {
+	raft.LogStore
+	disk Disk
+	r    atomic.Pointer[raft.Raft] // set once the partition's Raft exists
+}
+
+func (l *guardedLogs) StoreLog(log *raft.Log) error { return l.StoreLogs([]*raft.Log{log}) }
+
+func (l *guardedLogs) StoreLogs(logs []*raft.Log) error {
+	if r := l.r.Load(); r == nil || r.State() != raft.Leader {
+		if err := l.disk.Err(); err != nil {
+			return err
+		}
+	}
+	return l.LogStore.StoreLogs(logs)
 }
 
 // Barrier waits until every entry committed in partition p is applied locally.

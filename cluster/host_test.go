@@ -19,7 +19,7 @@ import (
 // one-node cluster bootstraps every partition with that address, never 0.0.0.0.
 func TestHostAdvertisesAddress(t *testing.T) {
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
-	store, err := persistence.Open(t.TempDir(), logger)
+	store, err := persistence.Open(t.TempDir(), logger, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -33,6 +33,8 @@ type NodeMeta struct {
 	Bootstrapped bool `json:"boot,omitempty"`
 	// Leading counts the partitions this node leads (for leadership balancing).
 	Leading int `json:"lead,omitempty"`
+	// DiskLow is set while this node's disk is low: it refuses writes, and must not lead.
+	DiskLow bool `json:"disk_low,omitempty"`
 	// Keys are the fingerprints of the gossip keys this node holds, the one in use first,
 	// comma-separated (see keyring.go).
 	Keys string `json:"keys,omitempty"`

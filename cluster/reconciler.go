@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -39,7 +40,10 @@ type ReconcilerConfig struct {
 	DeadGrace time.Duration
 	// Interval between passes (membership changes also trigger one).
 	Interval time.Duration
-	Logger   *slog.Logger
+	// Disk, when set, tells whether this node's disk is low: it then gossips so (nobody hands
+	// it a leadership) and hands away every leadership it holds.
+	Disk   Disk
+	Logger *slog.Logger
 }
 
 // Reconciler converges each partition led here toward its desired replica set, one change
@@ -91,9 +95,11 @@ func (r *Reconciler) Stop() {
 // each partition led here, and at most one leadership transfer to balance.
 func (r *Reconciler) Pass(now time.Time) {
 	h := r.cfg.Host
+	diskLow := r.cfg.Disk != nil && r.cfg.Disk.Err() != nil
 	r.cfg.Members.Update(func(meta *NodeMeta) {
 		meta.Leading = h.Leading()
 		meta.Bootstrapped = meta.Bootstrapped || h.HasState()
+		meta.DiskLow = diskLow
 	})
 	members := r.cfg.Members.Members()
 	var alive []NodeMeta
@@ -126,17 +132,32 @@ func (r *Reconciler) Pass(now time.Time) {
 
 	leading := map[string]int{}
 	addrs := map[string]raft.ServerAddress{}
+	unfit := map[string]bool{}
 	for _, m := range members {
 		if m.State != StateAlive {
 			continue // a suspect member may be gone: no leadership goes to it
 		}
 		leading[m.ServerID] = m.Leading
 		addrs[m.ServerID] = RaftAddress(m.Raft, m.ServerID)
+		if m.DiskLow {
+			unfit[m.ServerID] = true
+		}
 	}
 	leading[self] = len(led)
-	if p, a, ok := DecideBalance(BalanceSituation{Self: self, Leading: leading, Partitions: h.Partitions(),
-		Led: led, Addresses: addrs}); ok {
+	unfit[self] = diskLow
+	bs := BalanceSituation{Self: self, Leading: leading, Unfit: unfit, Partitions: h.Partitions(), Led: led, Addresses: addrs}
+	for {
+		p, a, ok := DecideBalance(bs)
+		if !ok {
+			return
+		}
 		r.apply(p, a)
+		if !diskLow {
+			return // one transfer per pass to balance
+		}
+		// Unfit to lead: every leadership goes now.
+		bs.Led = slices.DeleteFunc(bs.Led, func(in PartitionInfo) bool { return in.ID == p })
+		bs.Leading[string(a.Server)]++
 	}
 }
 

@@ -12,6 +12,7 @@ import (
 	"github.com/asynkron/protoactor-go/remote"
 	"github.com/shardkeeper/shardkeeper/actors"
 	"github.com/shardkeeper/shardkeeper/cluster/routepb"
+	"github.com/shardkeeper/shardkeeper/persistence"
 )
 
 // routerName is the protoactor name of every node's router actor.
@@ -149,7 +150,9 @@ func (r *Router) Call(ctx context.Context, kind, id string, req actors.Request) 
 		}
 		if leader == self {
 			reply, err := r.cfg.Runtime.Call(ctx, kind, id, req)
-			if !errors.Is(err, actors.ErrNotApplied) || pause(ctx) != nil {
+			// Refused for lack of disk space here: answered at once (the reconciler hands this
+			// node's leaderships away meanwhile).
+			if !errors.Is(err, actors.ErrNotApplied) || errors.Is(err, persistence.ErrDiskLow) || pause(ctx) != nil {
 				return reply, err
 			}
 			continue // leadership moved (or the activation restarted) before it ran: send again

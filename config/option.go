@@ -209,3 +209,44 @@ func (v *listValue) String() string {
 	}
 	return strings.Join(*v.p, ",")
 }
+
+// Bytes is an option setting *p: a size in bytes, with an optional unit B, KiB, MiB, GiB or
+// TiB ("256MiB").
+func Bytes(p *uint64, name, def, usage string) Option {
+	return Option{Name: name, Default: def, Usage: usage, Value: bytesValue{p}}
+}
+
+var byteUnits = []struct {
+	suffix string
+	size   uint64
+}{{"TiB", 1 << 40}, {"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}, {"B", 1}}
+
+type bytesValue struct{ p *uint64 }
+
+func (v bytesValue) Set(s string) error {
+	num, mult := s, uint64(1)
+	for _, u := range byteUnits {
+		if n, ok := strings.CutSuffix(s, u.suffix); ok {
+			num, mult = n, u.size
+			break
+		}
+	}
+	n, err := strconv.ParseUint(num, 10, 64)
+	if err != nil || (n != 0 && n*mult/mult != n) {
+		return fmt.Errorf("%q is not a size (a whole number with an optional unit B, KiB, MiB, GiB or TiB)", s)
+	}
+	*v.p = n * mult
+	return nil
+}
+func (bytesValue) Type() string { return "size" }
+func (v bytesValue) String() string {
+	if v.p == nil || *v.p == 0 {
+		return "0"
+	}
+	for _, u := range byteUnits {
+		if *v.p%u.size == 0 {
+			return strconv.FormatUint(*v.p/u.size, 10) + u.suffix
+		}
+	}
+	return strconv.FormatUint(*v.p, 10)
+}

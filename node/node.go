@@ -42,6 +42,7 @@ type Node struct {
 	registry   *prometheus.Registry
 	store      *persistence.Store
 	serverID   string
+	disk       *persistence.DiskGuard
 	peers      *pki.Peers // TLS material of node-to-node connections, nil without TLS
 	system     *actor.ActorSystem
 	remote     *remote.Remote
@@ -93,7 +94,19 @@ func Start(cfg config.Config, opts Options) (n *Node, err error) {
 	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
 		return nil, fmt.Errorf("data dir: %w", err)
 	}
-	if n.store, err = persistence.Open(filepath.Join(cfg.DataDir, "pebble"), logger); err != nil {
+	if n.disk, err = persistence.NewDiskGuard(cfg.DataDir, cfg.DiskMinFree, cfg.DiskBallast, logger); err != nil {
+		return nil, err
+	}
+	n.wg.Add(1)
+	go func() { defer n.wg.Done(); n.disk.Run(n.stop, time.Second) }()
+	n.registry.MustRegister(
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "shardkeeper_disk_free_bytes",
+			Help: "Free space of the data directory's file system, as last measured."},
+			func() float64 { return float64(n.disk.Free()) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "shardkeeper_disk_low",
+			Help: "1 while the node refuses writes for lack of disk space (--disk-min-free, or a write met ENOSPC)."},
+			func() float64 { return b2f(n.disk.Low()) }))
+	if n.store, err = persistence.Open(filepath.Join(cfg.DataDir, "pebble"), logger, n.disk); err != nil {
 		return nil, err
 	}
 	if n.serverID, err = n.store.ServerID(cfg.NodeID); err != nil {
@@ -114,7 +127,7 @@ func Start(cfg config.Config, opts Options) (n *Node, err error) {
 		return nil, err
 	}
 	if n.host, err = cluster.NewHost(cluster.HostConfig{
-		ServerID: n.serverID, Peers: n.peers, RaftAddr: cfg.RaftAddr, Advertise: cfg.Advertised, Partitions: cfg.Partitions,
+		ServerID: n.serverID, Peers: n.peers, Disk: n.disk, RaftAddr: cfg.RaftAddr, Advertise: cfg.Advertised, Partitions: cfg.Partitions,
 		SnapshotDir: filepath.Join(cfg.DataDir, "snapshots"), Store: n.store,
 		HeartbeatTimeout: cfg.RaftHeartbeatTimeout, ElectionTimeout: cfg.RaftElectionTimeout, CommitTimeout: cfg.RaftCommitTimeout,
 		SnapshotThreshold: cfg.SnapshotThreshold, SnapshotInterval: cfg.SnapshotInterval, TrailingLogs: cfg.RaftTrailingLogs,
@@ -151,7 +164,7 @@ func Start(cfg config.Config, opts Options) (n *Node, err error) {
 		return nil, err
 	}
 	n.reconciler = cluster.NewReconciler(cluster.ReconcilerConfig{
-		Host: host, Members: n.membership, Replicas: cfg.Replicas, DeadGrace: cfg.DeadMemberGrace, Logger: logger,
+		Host: host, Members: n.membership, Replicas: cfg.Replicas, DeadGrace: cfg.DeadMemberGrace, Disk: n.disk, Logger: logger,
 	})
 	n.reconciler.Start()
 	if n.router, err = cluster.StartRouter(cluster.RouterConfig{
@@ -331,7 +344,7 @@ func (n *Node) Members() []api.Member {
 	var out []api.Member
 	for _, m := range n.membership.Members() {
 		out = append(out, api.Member{NodeID: m.ID, ServerID: m.ServerID, State: m.State,
-			StateSince: m.Since.UnixMilli(), HTTPAddr: m.HTTP})
+			StateSince: m.Since.UnixMilli(), HTTPAddr: m.HTTP, DiskLow: m.DiskLow})
 	}
 	return out
 }
@@ -356,6 +369,9 @@ func (n *Node) Ready() error {
 	if n.draining.Load() {
 		return errors.New("node is shutting down")
 	}
+	if err := n.disk.Err(); err != nil {
+		return err
+	}
 	for _, p := range n.directory.Status() {
 		if p.Leader == "" {
 			return fmt.Errorf("partition %d has no leader", p.ID)
@@ -367,7 +383,6 @@ func (n *Node) Ready() error {
 	return nil
 }
 
-// StateHashes implements api.ClusterView.
 // KeyStatus is the gossip keyring of every member (api.GossipKeys).
 func (n *Node) KeyStatus(op string, key []byte) []cluster.KeyStatus {
 	return n.membership.KeyStatus(op, key)
@@ -378,6 +393,7 @@ func (n *Node) ChangeKey(ctx context.Context, op string, key []byte) ([]cluster.
 	return n.membership.ChangeKey(ctx, op, key)
 }
 
+// StateHashes implements api.ClusterView.
 func (n *Node) StateHashes() ([]api.PartitionHash, error) {
 	out := make([]api.PartitionHash, n.cfg.Partitions)
 	for p := range uint32(n.cfg.Partitions) {
@@ -473,4 +489,11 @@ func (n *Node) close() error {
 		errs = append(errs, n.store.Close())
 	}
 	return errors.Join(errs...)
+}
+
+func b2f(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
 }

@@ -17,7 +17,7 @@ import (
 // at cleanup, so a test may close and reopen the same directory freely.
 func openStore(t testing.TB, dir string) (*Store, func()) {
 	t.Helper()
-	s, err := Open(dir, slog.New(slog.DiscardHandler))
+	s, err := Open(dir, slog.New(slog.DiscardHandler), nil)
 	if err != nil {
 		t.Fatalf("Open(%s): %v", dir, err)
 	}

@@ -32,14 +32,14 @@ func TestOpenLockedDirectory(t *testing.T) {
 	}
 
 	// The same process: Pebble refuses a second lock too, and says so the same way.
-	_, err = Open(dir, slog.New(slog.DiscardHandler))
+	_, err = Open(dir, slog.New(slog.DiscardHandler), nil)
 	if !errors.Is(err, ErrDirInUse) || err.Error() != want {
 		t.Errorf("second Open in the same process: %v, want %q", err, want)
 	}
 
 	// Close releases the directory.
 	closeFirst()
-	s, err := Open(dir, slog.New(slog.DiscardHandler))
+	s, err := Open(dir, slog.New(slog.DiscardHandler), nil)
 	if err != nil {
 		t.Fatalf("reopen after Close: %v", err)
 	}
@@ -54,7 +54,7 @@ func TestOpenFailureNotInUse(t *testing.T) {
 	if err := os.WriteFile(file, nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	_, err := Open(filepath.Join(file, "pebble"), slog.New(slog.DiscardHandler))
+	_, err := Open(filepath.Join(file, "pebble"), slog.New(slog.DiscardHandler), nil)
 	if err == nil || errors.Is(err, ErrDirInUse) || !strings.Contains(err.Error(), "not a directory") {
 		t.Errorf("Open under a regular file: %v", err)
 	}
@@ -66,7 +66,7 @@ func TestOpenHelperProcess(t *testing.T) {
 	if dir == "" {
 		t.Skip("run by TestOpenLockedDirectory")
 	}
-	s, err := Open(dir, slog.New(slog.DiscardHandler))
+	s, err := Open(dir, slog.New(slog.DiscardHandler), nil)
 	if err != nil {
 		fmt.Printf("open failed: %v\n", err)
 		return

@@ -14,6 +14,7 @@ import (
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/bloom"
+	"github.com/cockroachdb/pebble/v2/vfs"
 )
 
 // Store is the node's single Pebble database. It holds the Raft logs, stable stores and
@@ -29,8 +30,9 @@ type Store struct {
 	logger *slog.Logger
 }
 
-// Open opens (creating if needed) the Pebble database in dir.
-func Open(dir string, logger *slog.Logger) (*Store, error) {
+// Open opens (creating if needed) the Pebble database in dir. With a guard, an ENOSPC of
+// Pebble frees the guard's ballast before Pebble's one retry (see DiskGuard).
+func Open(dir string, logger *slog.Logger, guard *DiskGuard) (*Store, error) {
 	if logger == nil {
 		logger = slog.Default()
 	}
@@ -45,6 +47,9 @@ func Open(dir string, logger *slog.Logger) (*Store, error) {
 		// default of 2, a second flush queued behind it would stall every partition's
 		// writes; 4 (up to 256 MiB of memtables) leaves room.
 		MemTableStopWritesThreshold: 4,
+	}
+	if guard != nil {
+		opts.FS = guard.FS(vfs.Default)
 	}
 	// Bloom filters on every level: point reads of absent keys (a fresh nonce, an unknown
 	// device) are common and must not read data blocks.

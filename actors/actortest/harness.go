@@ -53,7 +53,7 @@ func Logger() *slog.Logger {
 // New starts a harness running kinds on a fresh store. It is closed when the test ends.
 func New(t testing.TB, o Options, kinds ...actors.Kind) *Harness {
 	t.Helper()
-	store, err := persistence.Open(t.TempDir(), Logger())
+	store, err := persistence.Open(t.TempDir(), Logger(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

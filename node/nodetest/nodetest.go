@@ -29,7 +29,8 @@ func Start(t testing.TB, mutate func(*config.Config)) *node.Node {
 	cfg.Partitions = 4
 	cfg.RaftHeartbeatTimeout, cfg.RaftElectionTimeout = 100*time.Millisecond, 100*time.Millisecond
 	cfg.LogLevel = "error"
-	cfg.ShutdownDrain = 0 // nothing to drain in a test
+	cfg.ShutdownDrain = 0     // nothing to drain in a test
+	cfg.DiskBallast = 1 << 20 // a test's node writes little; a ballast per test costs time
 	if mutate != nil {
 		mutate(&cfg)
 	}

@@ -190,6 +190,7 @@ type Node struct {
 
 	t        testing.TB
 	args     []string
+	extra    []string // flags after args, from the last RestartWith
 	cmd      *exec.Cmd
 	exited   chan struct{} // closed when the current process has exited
 	logStart int64         // offset in the log where the current run begins
@@ -234,6 +235,8 @@ func Start(t testing.TB, cfg Config) *Node {
 		return net.JoinHostPort("0.0.0.0", port)
 	}
 	n.args = append(append([]string(nil), cfg.Command...),
+		// A small ballast: test nodes write little, and many of them start.
+		"--disk-ballast", "1MiB",
 		"--node-id", cfg.NodeID, "--data-dir", cfg.DataDir, "--http-addr", listen(n.HTTPAddr),
 		"--raft-addr", listen(n.RaftAddr), "--gossip-addr", listen(n.GossipAddr), "--remote-addr", listen(n.RemoteAddr))
 	if cfg.BindAll {
@@ -278,11 +281,11 @@ func (n *Node) start() {
 	defer f.Close()
 	n.runs++
 	fmt.Fprintf(f, "=== proc: run %d at %s: %s %s\n", n.runs, time.Now().Format(time.RFC3339Nano),
-		n.Config.Bin, strings.Join(n.args, " "))
+		n.Config.Bin, strings.Join(append(n.args, n.extra...), " "))
 	if n.logStart, err = f.Seek(0, io.SeekEnd); err != nil {
 		n.t.Fatalf("proc: log: %v", err)
 	}
-	cmd := exec.Command(n.Config.Bin, n.args...)
+	cmd := exec.Command(n.Config.Bin, append(append([]string(nil), n.args...), n.extra...)...)
 	cmd.Stdout, cmd.Stderr = f, f
 	if n.Config.GID != 0 {
 		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{
@@ -387,6 +390,14 @@ func (n *Node) Wait(timeout time.Duration) (code int, exited bool) {
 // after Kill, Term or an exit of its own. It does not wait for readiness.
 func (n *Node) Restart() {
 	n.t.Helper()
+	n.start()
+}
+
+// RestartWith is Restart with flags added after the node's own (so they override them), for
+// this run and the next ones; a later RestartWith replaces them.
+func (n *Node) RestartWith(flags ...string) {
+	n.t.Helper()
+	n.extra = flags
 	n.start()
 }
 

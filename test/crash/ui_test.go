@@ -1,0 +1,64 @@
+package crash
+
+import (
+	"context"
+	"os/exec"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/shardkeeper/shardkeeper/test/proc"
+)
+
+// The operator's dashboard of a running three-node cluster, as headless Chromium renders it:
+// every member alive, every partition with its leader and voters.
+func TestDashboardInChromium(t *testing.T) {
+	var browser string
+	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
+		if p, err := exec.LookPath(name); err == nil {
+			browser = p
+			break
+		}
+	}
+	if browser == "" {
+		t.Skip("no Chromium installed (Debian package chromium)")
+	}
+	nodes := proc.StartCluster(t, proc.ClusterConfig{Bin: proc.Build(t, "./cmd/shardkeeper"), Command: []string{"serve"}, N: 3,
+		TLSDir: t.TempDir(), Flags: fastFlags})
+	for _, n := range nodes {
+		n.WaitReady(60 * time.Second)
+	}
+	waitSettled(t, nodes[0])
+
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, browser, "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+		"--user-data-dir="+t.TempDir(), "--dump-dom", nodes[1].URL("/ui"))
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("chromium: %v", err)
+	}
+	dom := string(out)
+	if !strings.Contains(dom, `<span id="node">n2</span>`) || !strings.Contains(dom, `class="ok">ready</span>`) {
+		t.Fatalf("the page does not show node n2 ready:\n%s", dom)
+	}
+	for _, id := range []string{"n1", "n2", "n3"} {
+		row := regexp.MustCompile(`<tr data-node="` + id + `"><td>` + id + `</td><td class="ok">alive</td>`)
+		if !row.MatchString(dom) {
+			t.Errorf("member %s is not shown alive:\n%s", id, dom)
+		}
+	}
+	rows := regexp.MustCompile(`<tr data-partition="(\d+)"><td>\d+</td><td>(n[123])</td><td>(n\d, n\d, n\d)</td>`).FindAllStringSubmatch(dom, -1)
+	if len(rows) != partitions {
+		t.Fatalf("%d partitions shown with a leader and three voters, want %d:\n%s", len(rows), partitions, dom)
+	}
+	for _, r := range rows {
+		if !strings.Contains(r[3], r[2]) {
+			t.Errorf("partition %s: leader %s is not among its voters %s", r[1], r[2], r[3])
+		}
+	}
+	if !strings.Contains(dom, "<th>actors active</th>") {
+		t.Errorf("the node's figures are missing:\n%s", dom)
+	}
+}
