@@ -78,6 +78,9 @@ type Router struct {
 
 // StartRouter spawns this node's router actor.
 func StartRouter(cfg RouterConfig) (*Router, error) {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
 	r := &Router{cfg: cfg}
 	pid, err := cfg.System.Root.SpawnNamed(actor.PropsFromFunc(r.receive), routerName)
 	if err != nil {
@@ -232,7 +235,9 @@ func (r *Router) forward(ctx context.Context, target NodeMeta, p uint32, kind, i
 	}
 	switch res := res.(type) {
 	case *connectionLost:
-		return nil, actors.Unavailable("forward to %s: connection to %s lost (outcome unknown)", target.ID, res.addr)
+		// Clients are told which node, not its address: addresses stay in the node's log.
+		r.cfg.Logger.Debug("forward: connection lost", "node", target.ID, "addr", res.addr)
+		return nil, actors.Unavailable("forward to %s: connection lost (outcome unknown)", target.ID)
 	case *leaderMoved:
 		return nil, actors.Unavailable("forward to %s: partition %d is led by %s now and %s did not answer (outcome unknown)",
 			target.ID, res.p, res.leader, target.ID)

@@ -72,6 +72,7 @@ type Config struct {
 	HTTPIdleTimeout      time.Duration // --http-idle-timeout 60s: a keep-alive connection between requests
 	RateLimit            int           // --rate-limit 0 (off): requests per second per client (token or IP)
 	RateBurst            int           // --rate-burst 0 (= --rate-limit): requests a client may send at once
+	MaxRegistries        int           // --max-registries 10000: registry names of each kind in the cluster
 	DiskMinFree          uint64        // --disk-min-free 256MiB: below it, writes are refused
 	DiskBallast          uint64        // --disk-ballast 64MiB: space reserved for a full disk's recovery
 	TLSCA                string        // --tls-ca: PEM file of the cluster CA
@@ -124,6 +125,7 @@ func coreOptions(c *Config) []Option {
 		Duration(&c.HTTPIdleTimeout, "http-idle-timeout", "60s", "a keep-alive connection with no request for this long is closed").Checked(Positive(&c.HTTPIdleTimeout)),
 		Int(&c.RateLimit, "rate-limit", "0", "requests per second each client IP address (IPv6: each /64) may send; more are answered 429 rate_limited with Retry-After (0: no limit; behind a load balancer every client has its address)").Checked(AtLeast(&c.RateLimit, 0)),
 		Int(&c.RateBurst, "rate-burst", "0", "requests a client may send at once before --rate-limit applies (0: one second's worth)").Checked(AtLeast(&c.RateBurst, 0)),
+		Int(&c.MaxRegistries, "max-registries", "10000", "registry names of each kind (device registries, server registries) the cluster holds at most: a write to a new name past it answers 503 registry_full (>= 1)").Checked(AtLeast(&c.MaxRegistries, 1)),
 		Bytes(&c.DiskMinFree, "disk-min-free", "256MiB", "free space of the data directory's file system below which the node refuses writes (503 unavailable), hands its partitions' leadership to other nodes and fails /readyz, until space returns"),
 		Bytes(&c.DiskBallast, "disk-ballast", "64MiB", "size of a file the node keeps in its data directory and deletes when the disk fills up anyway (ENOSPC), so that what was being written completes; recreated when space returns (0: none)"),
 		String(&c.TLSCA, "tls-ca", "", "PEM file of the cluster CA: with --tls-cert and --tls-key, every node-to-node connection (Raft, actor remoting, gossip streams) is mutual TLS 1.3 and accepts node certificates of this CA only"),

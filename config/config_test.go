@@ -67,7 +67,7 @@ func TestDefault(t *testing.T) {
 		LogFormat:    "json",
 		ConfigFile:   "",
 		HTTPMaxConns: 4096, HTTPMaxInFlight: 2048, HTTPReadTimeout: 30 * time.Second, HTTPIdleTimeout: time.Minute,
-		DiskMinFree: 256 << 20, DiskBallast: 64 << 20,
+		DiskMinFree: 256 << 20, DiskBallast: 64 << 20, MaxRegistries: 10000,
 	}
 	if got := Default(); !reflect.DeepEqual(got, want) {
 		t.Fatalf("Default() =\n%+v\nwant\n%+v", got, want)
@@ -126,6 +126,7 @@ var samples = map[string]struct {
 	"rate-limit":             {"50", func(c *Config) { c.RateLimit = 50 }},
 	"gossip-key":             {"BwcHBwcHBwcHBwcHBwcHBwcHBwcHBwcHBwcHBwcHBwc=", func(c *Config) { c.GossipKey = "BwcHBwcHBwcHBwcHBwcHBwcHBwcHBwcHBwcHBwcHBwc=" }},
 	"rate-burst":             {"200", func(c *Config) { c.RateBurst = 200 }},
+	"max-registries":         {"5", func(c *Config) { c.MaxRegistries = 5 }},
 	"disk-min-free":          {"1GiB", func(c *Config) { c.DiskMinFree = 1 << 30 }},
 	"disk-ballast":           {"0", func(c *Config) { c.DiskBallast = 0 }},
 	"tls-ca":                 {"/etc/sk/ca.pem", func(c *Config) { c.TLSCA = "/etc/sk/ca.pem" }},

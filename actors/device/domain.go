@@ -4,6 +4,7 @@ import (
 	"net/http"
 
 	"github.com/shardkeeper/shardkeeper/actors"
+	"github.com/shardkeeper/shardkeeper/actors/kit"
 	"github.com/shardkeeper/shardkeeper/config"
 	"github.com/shardkeeper/shardkeeper/domain"
 )
@@ -23,6 +24,9 @@ var Settings = config.NewSection("device attestation registry", func(c *Config) 
 	}
 })
 
+// NamesKindName is the kind of the actor holding the device registries' names (kit.Names).
+const NamesKindName = "device-registries"
+
 // codes are the error codes of the registry's actors and routes, with their HTTP statuses.
 var codes = map[string]int{
 	"invalid_signature": http.StatusUnauthorized,
@@ -39,8 +43,10 @@ func Domain() domain.Domain {
 	return domain.Domain{
 		Name:     "device",
 		Settings: Settings,
-		Kinds:    func(cfg config.Config, _ domain.Env) []actors.Kind { return []actors.Kind{Kind(Settings.Get(cfg))} },
-		Routes:   routes,
-		Codes:    codes,
+		Kinds: func(cfg config.Config, _ domain.Env) []actors.Kind {
+			return []actors.Kind{Kind(Settings.Get(cfg)), kit.NamesKind(NamesKindName)}
+		},
+		Routes: routes,
+		Codes:  codes,
 	}
 }

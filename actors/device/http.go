@@ -4,6 +4,7 @@ import (
 	"net/http"
 
 	"github.com/shardkeeper/shardkeeper/actors"
+	"github.com/shardkeeper/shardkeeper/actors/kit"
 	"github.com/shardkeeper/shardkeeper/api"
 	"github.com/shardkeeper/shardkeeper/config"
 	"github.com/shardkeeper/shardkeeper/ident"
@@ -18,11 +19,13 @@ const defaultRegistry = "default"
 type server struct {
 	caller api.Caller
 	cfg    config.Config
+	names  *kit.Enroller // registry names, bounded by --max-registries
 }
 
 // routes are the registry's endpoints, the compatibility paths included.
 func routes(caller api.Caller, cfg config.Config) []api.Route {
-	s := &server{caller: caller, cfg: cfg}
+	s := &server{caller: caller, cfg: cfg, names: &kit.Enroller{Caller: caller, Kind: NamesKindName, Namespace: "all",
+		What: "device registries", Max: cfg.MaxRegistries, Timeout: cfg.RequestTimeout}}
 	named := func(h func(http.ResponseWriter, *http.Request, string)) http.HandlerFunc {
 		return func(w http.ResponseWriter, r *http.Request) { h(w, r, r.PathValue("registry")) }
 	}
@@ -51,6 +54,14 @@ type registered struct {
 func (s *server) register(w http.ResponseWriter, r *http.Request, registry string) {
 	var body Registration
 	if !decodeBody(w, r, registry, &body) {
+		return
+	}
+	if err := body.Validate(); err != nil {
+		api.WriteError(w, err)
+		return
+	}
+	if err := s.names.Enroll(r.Context(), registry); err != nil {
+		api.WriteError(w, err)
 		return
 	}
 	var out Registered

@@ -4,6 +4,7 @@ import (
 	"net/http"
 
 	"github.com/shardkeeper/shardkeeper/actors"
+	"github.com/shardkeeper/shardkeeper/actors/kit"
 	"github.com/shardkeeper/shardkeeper/config"
 	"github.com/shardkeeper/shardkeeper/domain"
 )
@@ -19,6 +20,9 @@ var Settings = config.NewSection("server registry", func(c *Config) []config.Opt
 	}
 })
 
+// NamesKindName is the kind of the actor holding the server registries' names (kit.Names).
+const NamesKindName = "server-registries"
+
 // codes are the error codes of the registry's actors and routes, with their HTTP statuses.
 var codes = map[string]int{
 	"unknown_server": http.StatusNotFound,
@@ -30,8 +34,10 @@ func Domain() domain.Domain {
 	return domain.Domain{
 		Name:     "servers",
 		Settings: Settings,
-		Kinds:    func(cfg config.Config, _ domain.Env) []actors.Kind { return []actors.Kind{Kind(Settings.Get(cfg))} },
-		Routes:   routes,
-		Codes:    codes,
+		Kinds: func(cfg config.Config, _ domain.Env) []actors.Kind {
+			return []actors.Kind{Kind(Settings.Get(cfg)), kit.NamesKind(NamesKindName)}
+		},
+		Routes: routes,
+		Codes:  codes,
 	}
 }

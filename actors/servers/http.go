@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"net/http"
 
+	"github.com/shardkeeper/shardkeeper/actors/kit"
 	"github.com/shardkeeper/shardkeeper/api"
 	"github.com/shardkeeper/shardkeeper/config"
 	"github.com/shardkeeper/shardkeeper/ident"
@@ -16,11 +17,13 @@ const defaultRegistry = "default"
 type server struct {
 	caller api.Caller
 	cfg    config.Config
+	names  *kit.Enroller // registry names, bounded by --max-registries
 }
 
 // routes are the registry's endpoints, the compatibility paths included.
 func routes(caller api.Caller, cfg config.Config) []api.Route {
-	s := &server{caller: caller, cfg: cfg}
+	s := &server{caller: caller, cfg: cfg, names: &kit.Enroller{Caller: caller, Kind: NamesKindName, Namespace: "all",
+		What: "server registries", Max: cfg.MaxRegistries, Timeout: cfg.RequestTimeout}}
 	return []api.Route{
 		{Pattern: "PUT /v1/servers/{registry}/{server_id}", Handler: s.put},
 		{Pattern: "GET /v1/servers/{registry}", Handler: func(w http.ResponseWriter, r *http.Request) {
@@ -90,6 +93,10 @@ func (s *server) postLegacy(w http.ResponseWriter, r *http.Request) {
 // it to the registry's actor.
 func (s *server) register(w http.ResponseWriter, r *http.Request, registry string, reg Registration) {
 	if err := reg.Validate(); err != nil {
+		api.WriteError(w, err)
+		return
+	}
+	if err := s.names.Enroll(r.Context(), registry); err != nil {
 		api.WriteError(w, err)
 		return
 	}

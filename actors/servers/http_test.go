@@ -379,3 +379,30 @@ func TestServersBoundedStorage(t *testing.T) {
 		t.Fatalf("servers listed after every entry expired: %s", got)
 	}
 }
+
+// Registry names are bounded cluster-wide (--max-registries): a new name past the bound is
+// refused, while registries that exist go on taking writes, and invalid writes mint no name.
+func TestRegistryNamesAreBounded(t *testing.T) {
+	n := apitest.Start(t, func(c *config.Config) { c.MaxRegistries = 2 })
+	body := `{"address":"10.0.0.1:443"}`
+	if r := n.Do(t, "PUT", "/v1/servers/bad/s1", `{"address":""}`); r.Status != 400 {
+		t.Fatalf("invalid registration: %d %s", r.Status, r.Body)
+	}
+	for _, reg := range []string{"r1", "r2"} {
+		if r := n.Do(t, "PUT", "/v1/servers/"+reg+"/s1", body); r.Status != 201 {
+			t.Fatalf("registry %s: %d %s", reg, r.Status, r.Body)
+		}
+	}
+	r := n.Do(t, "PUT", "/v1/servers/r3/s1", body)
+	if r.Status != 503 || r.ErrorCode() != "registry_full" || !strings.Contains(string(r.Body), "server registries") {
+		t.Fatalf("a third registry: %d %s", r.Status, r.Body)
+	}
+	if r := n.Do(t, "PUT", "/v1/servers/r1/s2", body); r.Status != 201 {
+		t.Fatalf("a write to an existing registry: %d %s", r.Status, r.Body)
+	}
+	// The bound is per kind: device registries count apart.
+	if r := n.Do(t, "POST", "/v1/attest/r3/register", map[string]string{"device_id": "d1", "version": "1", "platform": "p",
+		"build_hash": "h", "public_key": "11qYAYKxCrfVS/7TyWQHOg7hcvPapiMlrwIaaPcHURo="}); r.Status != 201 {
+		t.Fatalf("a device registry: %d %s", r.Status, r.Body)
+	}
+}

@@ -21,7 +21,7 @@ import (
 // (outcome unknown: the request might have run) within a few seconds, far inside the 20 s
 // request deadline the nodes run with here.
 func TestForwardFailsWhenLeaderDies(t *testing.T) {
-	testForwardToFrozenLeader(t, true, "connection to")
+	testForwardToFrozenLeader(t, true, "connection lost")
 }
 
 // TestForwardFailsWhenLeaderFreezes is the same with X left frozen: no connection closes, but
