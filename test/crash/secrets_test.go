@@ -15,7 +15,8 @@ import (
 	"github.com/shardkeeper/shardkeeper/test/proc"
 )
 
-// A node given its secrets in files — the admin and relayer tokens, the relayer's keys —
+// A node given its secrets in files — the admin and relayer tokens, the relayer's keys, the
+// gossip key, its TLS key — and a gossip key installed at run time
 // never shows them: not in its command line or environment (ps, /proc, /debug/pprof/cmdline),
 // not in its logs, not in any answer, right or wrong token. A token shorter than 32 bytes is
 // logged as weak, without its value.
@@ -36,13 +37,21 @@ func TestSecretsStayHidden(t *testing.T) {
 	secrets := []string{adminToken, relayerToken, secretKey, strings.TrimPrefix(secretKey, "ed25519:"), gossipKey}
 
 	debug := proc.FreeAddr(t)
-	n := proc.StartReady(t, proc.Config{Bin: proc.Build(t, "./cmd/shardkeeper"), Command: []string{"serve"},
+	n := proc.StartReady(t, proc.Config{Bin: proc.Build(t, "./cmd/shardkeeper"), Command: []string{"serve"}, TLSDir: filepath.Join(dir, "tls"),
 		Flags: []string{"--partitions", "4", "--debug-addr", debug,
 			"--admin-token-file", write("admin-token", adminToken+"\n"),
 			"--relayer-token-file", write("relayer-token", relayerToken),
 			"--relayer-keys", write("keys.json", fmt.Sprintf(`{"accounts":[{"account_id":"relayer.test","keys":[%q]}]}`, secretKey)),
 			"--near-rpc", "http://127.0.0.1:1/",
 			"--gossip-key-file", write("gossip-key", gossipKey)}})
+
+	tlsKey, err := os.ReadFile(filepath.Join(dir, "tls", "n1-key.pem"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	secrets = append(secrets, strings.Split(string(tlsKey), "\n")[1]) // a line of the key's base64
+	newGossipKey := "bmV3LWdvc3NpcC1rZXktb2YtdGhlLXNlY3JldHMtdCE="
+	secrets = append(secrets, newGossipKey)
 
 	seen := map[string]string{}
 	read := func(what, path string) {
@@ -79,6 +88,20 @@ func TestSecretsStayHidden(t *testing.T) {
 		get("admin delete with "+tok, n.URL("/v1/attest/r1/devices/d1"), auth...)
 		get("relayer status with "+tok, n.URL("/v1/relayers/relayer.test"), auth...)
 		get("relayer submit with "+tok, n.URL("/v1/relayers/relayer.test/intents"), auth...)
+	}
+	for _, op := range []string{"install", "remove", "use"} {
+		req, _ := http.NewRequest(http.MethodPost, n.URL("/v1/cluster/gossip-keys"), strings.NewReader(`{"op":"`+op+`","key":"`+newGossipKey+`"}`))
+		req.Header.Set("Authorization", "Bearer "+adminToken)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		seen["gossip key "+op] = fmt.Sprintf("%d %v %s", resp.StatusCode, resp.Header, b)
+	}
+	if !strings.HasPrefix(seen["gossip key install"], "200") {
+		t.Fatalf("gossip key install: %s", seen["gossip key install"])
 	}
 	if !strings.HasPrefix(seen["relayer submit with "+relayerToken], "201") {
 		t.Fatalf("the relayer did not take an intent with its token: %s", seen["relayer submit with "+relayerToken])
