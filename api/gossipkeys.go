@@ -23,7 +23,7 @@ type KeyChange struct {
 }
 
 // KeyChangeResult is the answer to a key change: every member's keyring, and whether every
-// alive member shows the change (200) or not yet (202: it goes on spreading; ask again with
+// alive member shows the change (200) or not yet (202: repeat the request; follow it with
 // GET).
 type KeyChangeResult struct {
 	Complete bool                `json:"complete"`

@@ -86,6 +86,9 @@ func dashboard(view ClusterView, gatherer prometheus.Gatherer) http.HandlerFunc 
 		d.Figures = figures(gatherer)
 		w.Header().Set("Content-Type", "text/html; charset=utf-8")
 		w.Header().Set("Cache-Control", "no-store")
+		// No script, no framing by other pages.
+		w.Header().Set("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; frame-ancestors 'none'")
+		w.Header().Set("X-Frame-Options", "DENY")
 		if err := dashboardPage.Execute(w, d); err != nil {
 			slog.Warn("dashboard", "error", err)
 		}

@@ -302,12 +302,30 @@ type guardedLogs struct {
 func (l *guardedLogs) StoreLog(log *raft.Log) error { return l.StoreLogs([]*raft.Log{log}) }
 
 func (l *guardedLogs) StoreLogs(logs []*raft.Log) error {
-	if r := l.r.Load(); r == nil || r.State() != raft.Leader {
-		if err := l.disk.Err(); err != nil {
+	if err := l.refused(); err != nil {
+		return err
+	}
+	return l.LogStore.StoreLogs(logs)
+}
+
+// DeleteRange refuses, like StoreLogs, to cut the log's tail: a follower replacing a
+// conflicting tail deletes it and then appends, and Raft, which caches its last index, would
+// stay stuck on entries deleted without their replacement. Compaction (the head) goes on.
+func (l *guardedLogs) DeleteRange(lo, hi uint64) error {
+	if err := l.refused(); err != nil {
+		if last, lerr := l.LogStore.LastIndex(); lerr != nil || hi >= last {
 			return err
 		}
 	}
-	return l.LogStore.StoreLogs(logs)
+	return l.LogStore.DeleteRange(lo, hi)
+}
+
+// refused is the disk's refusal while this node follows the partition, else nil.
+func (l *guardedLogs) refused() error {
+	if r := l.r.Load(); r != nil && r.State() == raft.Leader {
+		return nil
+	}
+	return l.disk.Err()
 }
 
 // Barrier waits until every entry committed in partition p is applied locally.

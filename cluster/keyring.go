@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -67,7 +68,7 @@ type keyringFile struct {
 func loadKeyring(file string, key []byte) (kr *memberlist.Keyring, ignored bool, err error) {
 	var keys [][]byte
 	if file != "" {
-		b, err := os.ReadFile(file)
+		b, err := readKeyringFile(file)
 		switch {
 		case err == nil:
 			var kf keyringFile
@@ -99,21 +100,81 @@ func loadKeyring(file string, key []byte) (kr *memberlist.Keyring, ignored bool,
 	return kr, ignored, nil
 }
 
-// saveKeyring writes the keyring to file (owner-only), atomically.
-func saveKeyring(file string, kr *memberlist.Keyring) error {
+// readKeyringFile reads the keyring file, refusing one that other users can access.
+func readKeyringFile(file string) ([]byte, error) {
+	st, err := os.Stat(file)
+	if err != nil {
+		return nil, err
+	}
+	if st.Mode().Perm()&0o077 != 0 {
+		return nil, fmt.Errorf("gossip keyring %s is accessible by other users (mode %04o): make it readable by its owner only (chmod 600)", file, st.Mode().Perm())
+	}
+	return os.ReadFile(file)
+}
+
+// saveKeyring writes keys (the one in use first) to file, owner-only, durably: the new file
+// is synced, renamed into place, and the directory synced.
+func saveKeyring(file string, keys [][]byte) error {
 	var kf keyringFile
-	for _, k := range kr.GetKeys() {
+	for _, k := range keys {
 		kf.Keys = append(kf.Keys, base64.StdEncoding.EncodeToString(k))
 	}
 	b, _ := json.Marshal(kf)
 	tmp := file + ".tmp"
-	if err := os.WriteFile(tmp, b, 0o600); err != nil {
+	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o600)
+	if err != nil {
 		return fmt.Errorf("save gossip keyring: %w", err)
 	}
-	if err := os.Rename(tmp, file); err != nil {
+	_, err = f.Write(b)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, file)
+	}
+	if err != nil {
+		os.Remove(tmp)
 		return fmt.Errorf("save gossip keyring: %w", err)
+	}
+	if d, err := os.Open(filepath.Dir(file)); err == nil {
+		_ = d.Sync()
+		d.Close()
 	}
 	return nil
+}
+
+// nextKeys is the keyring (the key in use first) after op with key, or why op is refused.
+func nextKeys(op string, keys [][]byte, key []byte) ([][]byte, error) {
+	switch len(key) {
+	case 16, 24, 32:
+	default:
+		return nil, errors.New("a gossip key is 16, 24 or 32 bytes")
+	}
+	i := slices.IndexFunc(keys, func(k []byte) bool { return string(k) == string(key) })
+	switch op {
+	case KeyInstall:
+		if i >= 0 {
+			return keys, nil
+		}
+		return append(slices.Clone(keys), key), nil
+	case KeyUse:
+		if i < 0 {
+			return nil, errors.New("the key is not installed: install it first")
+		}
+		return append([][]byte{key}, slices.Delete(slices.Clone(keys), i, i+1)...), nil
+	case KeyRemove:
+		if i == 0 {
+			return nil, errors.New("the key is in use: use another key first")
+		}
+		if i < 0 {
+			return keys, nil
+		}
+		return slices.Delete(slices.Clone(keys), i, i+1), nil
+	}
+	return nil, fmt.Errorf("unknown key operation %q (install, use or remove)", op)
 }
 
 // fingerprints lists the keyring's keys by fingerprint, the one in use first.
@@ -125,36 +186,39 @@ func fingerprints(kr *memberlist.Keyring) string {
 	return strings.Join(fps, ",")
 }
 
-// applyKey applies a key operation to this member's keyring, saves it and gossips the new
-// fingerprints. Repeating an operation changes nothing.
+// applyKey applies a key operation to this member's keyring: the new keyring is saved first,
+// then used, then its fingerprints gossiped. An operation that changes nothing (a repeat)
+// does nothing.
 func (m *Membership) applyKey(op string, key []byte) error {
 	if m.keyring == nil {
 		return ErrNotEncrypted
 	}
 	m.keyMu.Lock()
 	defer m.keyMu.Unlock()
-	var err error
+	keys := m.keyring.GetKeys() // the primary key first
+	next, err := nextKeys(op, keys, key)
+	if err != nil {
+		return fmt.Errorf("gossip key %s: %w", op, err)
+	}
+	if slices.EqualFunc(next, keys, func(a, b []byte) bool { return string(a) == string(b) }) {
+		return nil
+	}
+	if m.cfg.KeyringFile != "" {
+		if err := saveKeyring(m.cfg.KeyringFile, next); err != nil {
+			return err
+		}
+	}
 	switch op {
 	case KeyInstall:
 		err = m.keyring.AddKey(key)
 	case KeyUse:
 		err = m.keyring.UseKey(key)
 	case KeyRemove:
-		if string(m.keyring.GetPrimaryKey()) == string(key) {
-			return errors.New("the key is in use: use another key first")
-		}
 		err = m.keyring.RemoveKey(key)
-	default:
-		return fmt.Errorf("unknown key operation %q (install, use or remove)", op)
 	}
 	if err != nil {
 		// memberlist's errors name the operation, never the key.
 		return fmt.Errorf("gossip key %s: %w", op, err)
-	}
-	if m.cfg.KeyringFile != "" {
-		if err := saveKeyring(m.cfg.KeyringFile, m.keyring); err != nil {
-			return err
-		}
 	}
 	fps := fingerprints(m.keyring)
 	m.Update(func(meta *NodeMeta) { meta.Keys = fps })
@@ -225,13 +289,22 @@ func (m *Membership) keyStatus(op string, key []byte) ([]KeyStatus, bool) {
 	return out, complete
 }
 
-// receiveKey applies a key operation gossiped by another member.
-func (m *Membership) receiveKey(buf []byte) {
-	if len(buf) < 2 {
-		return
-	}
-	op := map[byte]string{'i': KeyInstall, 'u': KeyUse, 'r': KeyRemove}[buf[0]]
-	if err := m.applyKey(op, buf[1:]); err != nil {
-		m.cfg.Logger.Warn("gossiped key change not applied", "op", op, "error", err)
+// keyChanges applies, one at a time, the key operations other members gossip (queued by
+// NotifyMsg; a full queue drops them, and the sender repeats until every member shows its
+// change).
+func (m *Membership) keyChanges() {
+	for {
+		select {
+		case <-m.stop:
+			return
+		case buf := <-m.keyOps:
+			if len(buf) < 2 {
+				continue
+			}
+			op := map[byte]string{'i': KeyInstall, 'u': KeyUse, 'r': KeyRemove}[buf[0]]
+			if err := m.applyKey(op, buf[1:]); err != nil {
+				m.cfg.Logger.Warn("gossiped key change not applied", "op", op, "error", err)
+			}
+		}
 	}
 }

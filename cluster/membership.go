@@ -2,10 +2,12 @@ package cluster
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
 	"net"
+	"os"
 	"sort"
 	"strconv"
 	"sync"
@@ -111,6 +113,8 @@ type Membership struct {
 	tls     *tlsGossip          // nil without Peers
 	keyring *memberlist.Keyring // nil without encryption
 	keyMu   sync.Mutex          // serializes key changes
+	probes  chan struct{}       // a slot per probe under way (at most maxProbes)
+	keyOps  chan []byte         // gossiped key changes, for keyChanges (nil without a keyring)
 	queue   *memberlist.TransmitLimitedQueue
 	handler atomic.Pointer[GossipHandler]
 	stop    chan struct{}
@@ -121,12 +125,14 @@ type Membership struct {
 	local   NodeMeta
 	members map[string]*memberState
 	subs    []chan struct{}
-	// proven maps a node id to the gossip address whose listener proved it with its
-	// certificate; proving holds the probes under way and refused the ids last refused (with
-	// TLS only).
+	// With TLS (see prove): proven maps a node id to the gossip address whose listener proved
+	// it with its certificate; pending holds a copy of the latest alive view of each member
+	// not proven yet (bounded by maxPending), proving the probes under way, refused when each
+	// id was last refused (probes back off, refusals are logged once per address).
 	proven  map[string]string
+	pending map[string]memberlist.Node
 	proving map[string]bool
-	refused map[string]string
+	refused map[string]refusal
 }
 
 // memberState is what this node knows of one member. Guarded by Membership.mu.
@@ -170,7 +176,8 @@ func StartMembership(cfg MembershipConfig) (*Membership, error) {
 	now := time.Now()
 	m := &Membership{cfg: cfg, local: cfg.Meta, stop: make(chan struct{}),
 		members: map[string]*memberState{cfg.Meta.ID: {meta: cfg.Meta, aliveSince: now, heard: now}},
-		proven:  map[string]string{}, proving: map[string]bool{}, refused: map[string]string{}}
+		proven:  map[string]string{}, pending: map[string]memberlist.Node{}, proving: map[string]bool{}, refused: map[string]refusal{},
+		probes: make(chan struct{}, maxProbes)}
 	if b, err := json.Marshal(cfg.Meta); err != nil || len(b) > memberlist.MetaMaxSize {
 		return nil, fmt.Errorf("node metadata of %d bytes exceeds %d", len(b), memberlist.MetaMaxSize)
 	}
@@ -193,11 +200,12 @@ func StartMembership(cfg MembershipConfig) (*Membership, error) {
 		mc.GossipVerifyIncoming, mc.GossipVerifyOutgoing = true, true
 		m.local.Keys = fingerprints(m.keyring)
 		m.members[cfg.Meta.ID].meta = m.local
-		if cfg.KeyringFile != "" {
-			if err := saveKeyring(cfg.KeyringFile, m.keyring); err != nil {
+		if _, err := os.Stat(cfg.KeyringFile); cfg.KeyringFile != "" && errors.Is(err, os.ErrNotExist) {
+			if err := saveKeyring(cfg.KeyringFile, m.keyring.GetKeys()); err != nil {
 				return nil, err
 			}
 		}
+		m.keyOps = make(chan []byte, 16)
 	}
 	if cfg.Peers != nil {
 		nt, err := memberlist.NewNetTransport(&memberlist.NetTransportConfig{BindAddrs: []string{host}, BindPort: port, Logger: mc.Logger})
@@ -232,6 +240,9 @@ func StartMembership(cfg MembershipConfig) (*Membership, error) {
 	if m.tls != nil {
 		go m.proveAll()
 	}
+	if m.keyOps != nil {
+		go m.keyChanges()
+	}
 	go m.reconnect() // not waited for by Shutdown: a contact may take memberlist's TCP timeout
 	return m, nil
 }
@@ -249,13 +260,18 @@ func (m *Membership) Broadcast(key string, msg []byte) {
 	m.queue.QueueBroadcast(&broadcast{name: key, msg: append([]byte{msgUser}, msg...)})
 }
 
-// Join contacts existing members; it succeeds if any of them answers.
+// Join contacts existing members; it succeeds if any other member answers.
 func (m *Membership) Join(addrs []string) error {
 	if len(addrs) == 0 {
 		return nil
 	}
 	if _, err := m.ml.Join(addrs); err != nil {
 		return fmt.Errorf("join %v: %w", addrs, err)
+	}
+	// An address list that reached only this node (a DNS name resolving to every member,
+	// this one first) joined nothing: say so, so that the caller tries again.
+	if m.ml.NumMembers() < 2 {
+		return fmt.Errorf("join %v: only this node answered", addrs)
 	}
 	return nil
 }
@@ -401,8 +417,23 @@ func (m *Membership) reconnect() {
 	}
 }
 
-// proveAll proves, every ReconnectInterval, the members memberlist lists that have not proven
-// their id at their address yet: a probe refused for a network fault is tried again.
+// Bounds of the proving of members (with TLS): a key holder can gossip made-up members, and
+// each costs a probe.
+const (
+	maxPending     = 1024
+	maxProbes      = 4
+	probeTimeout   = 5 * time.Second
+	refusedBackoff = 10 * time.Second
+)
+
+// refusal is when a member's id was last refused, and at which address.
+type refusal struct {
+	addr string
+	at   time.Time
+}
+
+// proveAll proves, every ReconnectInterval, the members seen but not proven yet: a probe
+// refused for a network fault is tried again (after refusedBackoff).
 func (m *Membership) proveAll() {
 	t := time.NewTicker(m.cfg.ReconnectInterval)
 	defer t.Stop()
@@ -412,52 +443,66 @@ func (m *Membership) proveAll() {
 			return
 		case <-t.C:
 		}
-		for _, n := range m.ml.Members() {
-			m.mu.Lock()
-			done := n.Name == m.local.ID || m.proven[n.Name] == n.Address()
-			m.mu.Unlock()
-			if !done {
-				m.prove(n.Name, n.Address())
-			}
+		m.mu.Lock()
+		todo := map[string]string{}
+		for id, n := range m.pending {
+			todo[id] = n.Address()
+		}
+		m.mu.Unlock()
+		for id, addr := range todo {
+			m.prove(id, addr)
 		}
 	}
 }
 
 // prove checks in the background that the gossip listener at addr holds node id's
-// certificate (a TLS handshake, see tlsGossip.probe); once it has, memberlist's current view of
-// the member is observed. Until then the member is not listed: anyone holding the gossip key
-// can gossip a member into memberlist's list, but only a node of the CA can prove an id.
+// certificate (a TLS handshake, see tlsGossip.probe); once it has, the latest view of the
+// member memberlist gave (pending) is observed. Until then the member is not listed: anyone
+// holding the gossip key can gossip a member into memberlist's list, but only a node of the
+// CA can prove an id.
 func (m *Membership) prove(id, addr string) {
 	key := id + " " + addr
 	m.mu.Lock()
-	if m.proving[key] {
+	if r, ok := m.refused[id]; m.proving[key] || (ok && r.addr == addr && time.Since(r.at) < refusedBackoff) {
 		m.mu.Unlock()
 		return
+	}
+	select {
+	case m.probes <- struct{}{}:
+	default:
+		m.mu.Unlock()
+		return // enough probes under way; proveAll tries again
 	}
 	m.proving[key] = true
 	m.mu.Unlock()
 	go func() {
-		err := m.tls.probe(addr, id, 5*time.Second)
+		err := m.tls.probe(addr, id, probeTimeout)
+		<-m.probes
 		m.mu.Lock()
 		delete(m.proving, key)
-		logRefusal := err != nil && m.refused[id] != addr
+		logRefusal := err != nil && m.refused[id].addr != addr
+		var n memberlist.Node
+		var ok bool
 		if err == nil {
 			m.proven[id] = addr
 			delete(m.refused, id)
+			if n, ok = m.pending[id]; ok && n.Address() == addr {
+				delete(m.pending, id)
+			} else {
+				ok = false
+			}
 		} else {
-			m.refused[id] = addr
+			if len(m.refused) >= maxPending {
+				clear(m.refused)
+			}
+			m.refused[id] = refusal{addr: addr, at: time.Now()}
 		}
 		m.mu.Unlock()
 		if logRefusal {
 			m.cfg.Logger.Warn("gossip member refused: its gossip listener did not prove its node id", "node", id, "addr", addr, "error", err)
 		}
-		if err != nil {
-			return
-		}
-		for _, n := range m.ml.Members() {
-			if n.Name == id && n.Address() == addr {
-				m.observe(n, false)
-			}
+		if ok {
+			m.observe(&n, false)
 		}
 	}()
 }
@@ -488,6 +533,15 @@ func (m *Membership) observe(n *memberlist.Node, gone bool) {
 	now := time.Now()
 	m.mu.Lock()
 	if m.tls != nil && meta.ID != m.local.ID && m.proven[meta.ID] != n.Address() {
+		// Not proven: keep a copy of memberlist's view (its nodes change under its lock) for
+		// when the probe succeeds.
+		if gone {
+			delete(m.pending, meta.ID)
+		} else if _, ok := m.pending[meta.ID]; ok || len(m.pending) < maxPending {
+			cp := *n
+			cp.Meta = append([]byte(nil), n.Meta...)
+			m.pending[meta.ID] = cp
+		}
 		m.mu.Unlock()
 		if !gone {
 			m.prove(n.Name, n.Address())
@@ -552,7 +606,12 @@ func (d *delegate) NotifyMsg(buf []byte) {
 		}
 	case msgKeyring:
 		// Not on memberlist's packet goroutine: applying saves a file and updates metadata.
-		go (*Membership)(d).receiveKey(append([]byte(nil), buf[1:]...))
+		if d.keyOps != nil {
+			select {
+			case d.keyOps <- append([]byte(nil), buf[1:]...):
+			default:
+			}
+		}
 	}
 }
 

@@ -296,6 +296,9 @@ func (r *Router) serve(msg *routepb.Forward) *routepb.ForwardReply {
 	case errors.As(err, &outcome):
 		return &routepb.ForwardReply{Status: routepb.Status_DOMAIN_ERROR, Code: outcome.Code,
 			Message: outcome.Message, RetryAfterMs: outcome.RetryAfter.Milliseconds()}
+	case errors.Is(err, persistence.ErrDiskLow):
+		// Refused here for lack of space: answered at once, not retried against this node.
+		return &routepb.ForwardReply{Status: routepb.Status_UNAVAILABLE, Message: err.Error()}
 	case errors.Is(err, actors.ErrNotApplied):
 		// Nothing happened: the caller may send it to the new leader, as for NOT_LEADER.
 		return &routepb.ForwardReply{Status: routepb.Status_NOT_LEADER, LeaderHint: h.Leader(p)}

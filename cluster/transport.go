@@ -214,6 +214,9 @@ func (l *streamLayer) Addr() net.Addr { return l.addr }
 
 func (l *streamLayer) Dial(address raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
 	addr, target := splitRaftAddress(address)
+	if target == "" && l.peers != nil {
+		return nil, fmt.Errorf("raft address %s names no server: refused with TLS", address)
+	}
 	conn, err := net.DialTimeout("tcp", addr, timeout)
 	if err != nil {
 		return nil, err

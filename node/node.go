@@ -153,7 +153,10 @@ func Start(cfg config.Config, opts Options) (n *Node, err error) {
 	}); err != nil {
 		return nil, err
 	}
-	if !n.membership.Encrypted() {
+	switch {
+	case !n.membership.Encrypted() && n.peers != nil:
+		logger.Warn("gossip packets are not encrypted: with TLS, streams are authenticated, but any process that reaches the gossip address can forge the members' state in UDP gossip (set --gossip-key)", "gossip", cfg.GossipAddr)
+	case !n.membership.Encrypted():
 		logger.Warn("gossip is not encrypted: any process that reaches the gossip address can join the cluster (set --gossip-key)", "gossip", cfg.GossipAddr)
 	}
 	n.directory = cluster.NewDirectory(cluster.DirectoryConfig{Host: host, Members: n.membership, Replicas: cfg.Replicas, Logger: logger})
@@ -242,7 +245,8 @@ func startRemote(system *actor.ActorSystem, addr string, advertised func(string)
 	if peers != nil {
 		// Node certificates of the CA only, either way (pki.Peers); the guard's rules apply
 		// on top.
-		server = append(server, grpc.Creds(credentials.NewTLS(peers.ServerConfig())))
+		server = append(server, grpc.Creds(credentials.NewTLS(peers.ServerConfig())),
+			grpc.ConnectionTimeout(5*time.Second)) // a handshake that stalls holds nothing for long
 		opts = append(opts, remote.WithDialOptions(grpc.WithTransportCredentials(credentials.NewTLS(peers.ClientConfig("")))))
 	}
 	opts = append(opts, remote.WithServerOptions(server...))

@@ -37,11 +37,17 @@ type DiskGuard struct {
 	ballast     string
 	ballastSize uint64
 	logger      *slog.Logger
+	statfs      func(dir string) (uint64, error) // free bytes; freeBytes but in tests
 
 	low  atomic.Bool
 	free atomic.Uint64
-	mu   sync.Mutex // serializes Check
-	subs []func(low bool)
+	// mu serializes Check and OnDiskFull, so that a Check under way cannot undo an ENOSPC.
+	mu sync.Mutex
+	// enospc is set when a write met ENOSPC (or the ballast went at start): the node stays
+	// low until the ballast is back. Guarded by mu.
+	enospc bool
+	// ballastFailed notes that recreating the ballast failed, to log it once. Guarded by mu.
+	ballastFailed bool
 }
 
 // ballastName is the ballast file, in the data directory.
@@ -50,23 +56,24 @@ const ballastName = "disk-ballast"
 // NewDiskGuard measures dir's file system once (deleting the ballast if the disk is full,
 // see DiskGuard). minFree 0 disables the watermark; ballastSize 0 keeps no ballast.
 func NewDiskGuard(dir string, minFree, ballastSize uint64, logger *slog.Logger) (*DiskGuard, error) {
-	g := &DiskGuard{dir: dir, minFree: minFree, ballast: filepath.Join(dir, ballastName), ballastSize: ballastSize, logger: logger}
-	free, err := freeBytes(dir)
+	return newDiskGuard(dir, minFree, ballastSize, logger, freeBytes)
+}
+
+func newDiskGuard(dir string, minFree, ballastSize uint64, logger *slog.Logger, statfs func(string) (uint64, error)) (*DiskGuard, error) {
+	g := &DiskGuard{dir: dir, minFree: minFree, ballast: filepath.Join(dir, ballastName), ballastSize: ballastSize, logger: logger, statfs: statfs}
+	free, err := statfs(dir)
 	if err != nil {
 		return nil, err
 	}
 	if free < minFree || ballastSize == 0 {
-		if err := os.Remove(g.ballast); err == nil {
+		if err := os.Remove(g.ballast); err == nil && ballastSize > 0 {
 			logger.Warn("disk space low at start: ballast deleted so that storage can open", "free_bytes", free, "min_free_bytes", minFree)
+			g.enospc = true
 		}
 	}
 	g.Check()
 	return g, nil
 }
-
-// OnChange registers fn, called with the new state whenever the node becomes low or stops
-// being low. Register before Run.
-func (g *DiskGuard) OnChange(fn func(low bool)) { g.subs = append(g.subs, fn) }
 
 // Low reports whether the node refuses writes for lack of space.
 func (g *DiskGuard) Low() bool { return g.low.Load() }
@@ -79,8 +86,13 @@ func (g *DiskGuard) Err() error {
 	if !g.low.Load() {
 		return nil
 	}
+	free := g.free.Load()
+	if free >= g.minFree {
+		return fmt.Errorf("%w: the disk filled up; writes are refused until there is room for the ballast again (%d MiB free, --disk-min-free %d MiB, --disk-ballast %d MiB)",
+			ErrDiskLow, free>>20, g.minFree>>20, g.ballastSize>>20)
+	}
 	return fmt.Errorf("%w: %d MiB free in the data directory, under --disk-min-free %d MiB; writes are refused until space returns",
-		ErrDiskLow, g.free.Load()>>20, g.minFree>>20)
+		ErrDiskLow, free>>20, g.minFree>>20)
 }
 
 // FS wraps fs so that an ENOSPC of Pebble calls OnDiskFull before its one retry.
@@ -88,8 +100,11 @@ func (g *DiskGuard) FS(fs vfs.FS) vfs.FS { return vfs.OnDiskFull(fs, g.OnDiskFul
 
 // OnDiskFull frees the ballast and marks the node low: a write met ENOSPC.
 func (g *DiskGuard) OnDiskFull() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
 	removed := os.Remove(g.ballast) == nil
 	g.logger.Error("disk full (ENOSPC): writes refused", "ballast_deleted", removed)
+	g.enospc = true
 	g.set(true)
 }
 
@@ -112,25 +127,33 @@ func (g *DiskGuard) Run(stop <-chan struct{}, interval time.Duration) {
 func (g *DiskGuard) Check() {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	free, err := freeBytes(g.dir)
+	free, err := g.statfs(g.dir)
 	if err != nil {
 		g.logger.Warn("cannot measure the free disk space", "error", err)
 		return
 	}
-	if g.ballastSize > 0 && free >= g.minFree+2*g.ballastSize {
-		if _, err := os.Stat(g.ballast); errors.Is(err, os.ErrNotExist) {
-			if err := writeBallast(g.ballast, g.ballastSize); err != nil {
-				g.logger.Warn("cannot create the disk ballast", "error", err)
-			}
-			if free, err = freeBytes(g.dir); err != nil {
-				return
-			}
+	_, berr := os.Stat(g.ballast)
+	present := berr == nil
+	if g.ballastSize > 0 && !present && free >= g.minFree+2*g.ballastSize {
+		err := writeBallast(g.ballast, g.ballastSize)
+		switch {
+		case err != nil && !g.ballastFailed:
+			g.logger.Warn("cannot create the disk ballast", "error", err)
+		case err == nil && g.ballastFailed:
+			g.logger.Info("disk ballast created")
+		}
+		g.ballastFailed, present = err != nil, err == nil
+		if free, err = g.statfs(g.dir); err != nil {
+			return
 		}
 	}
+	// After an ENOSPC the node stays low until the ballast is back (or, without one, until
+	// the watermark is cleared).
+	if g.enospc && (present || g.ballastSize == 0) && free >= g.minFree {
+		g.enospc = false
+	}
 	g.free.Store(free)
-	// After an ENOSPC the node stays low until the ballast is back (or there is none to keep).
-	_, berr := os.Stat(g.ballast)
-	g.set(free < g.minFree || (g.low.Load() && g.ballastSize > 0 && berr != nil))
+	g.set(free < g.minFree || g.enospc)
 }
 
 func (g *DiskGuard) set(low bool) {
@@ -141,9 +164,6 @@ func (g *DiskGuard) set(low bool) {
 		g.logger.Error("disk space low: refusing writes", "free_bytes", g.free.Load(), "min_free_bytes", g.minFree)
 	} else {
 		g.logger.Info("disk space back: writes accepted again", "free_bytes", g.free.Load())
-	}
-	for _, fn := range g.subs {
-		fn(low)
 	}
 }
 

@@ -64,12 +64,24 @@ func writeAll(dir string, files map[string][]byte, secret string) error {
 			return err
 		}
 	}
+	var written []string
 	for path, b := range files {
 		mode := os.FileMode(0o644)
 		if path == secret {
 			mode = 0o600
 		}
-		if err := os.WriteFile(path, b, mode); err != nil {
+		f, err := os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_WRONLY, mode)
+		if err == nil {
+			written = append(written, path)
+			_, err = f.Write(b)
+			if cerr := f.Close(); err == nil {
+				err = cerr
+			}
+		}
+		if err != nil {
+			for _, w := range written { // never half a pair: a retry would be refused
+				os.Remove(w)
+			}
 			return err
 		}
 	}

@@ -86,9 +86,13 @@ func Verify(chain []*x509.Certificate, roots *x509.CertPool, want string) (strin
 	if err != nil {
 		return "", fmt.Errorf("peer certificate: %w", err)
 	}
-	if _, err := leaf.Verify(x509.VerifyOptions{Roots: roots, Intermediates: inter,
-		KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}); err != nil {
-		return "", fmt.Errorf("peer certificate: %w", err)
+	// Both roles along the whole chain: an intermediate limited to one of them cannot make
+	// node certificates.
+	for _, usage := range []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth} {
+		if _, err := leaf.Verify(x509.VerifyOptions{Roots: roots, Intermediates: inter,
+			KeyUsages: []x509.ExtKeyUsage{usage}}); err != nil {
+			return "", fmt.Errorf("peer certificate: %w", err)
+		}
 	}
 	if want != "" && id != want {
 		return "", fmt.Errorf("peer certificate is node %q's, not %q's", id, want)
