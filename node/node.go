@@ -32,7 +32,6 @@ import (
 	"github.com/shardkeeper/shardkeeper/persistence"
 	"github.com/shardkeeper/shardkeeper/pki"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials"
 )
 
 // Node is a running shardkeeper process.
@@ -123,7 +122,11 @@ func Start(cfg config.Config, opts Options) (n *Node, err error) {
 	n.system = actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger {
 		return logger.With("component", "protoactor")
 	}))
-	if n.remote, err = startRemote(n.system, cfg.RemoteAddr, cfg.Advertised, n.peers, logger); err != nil {
+	var creds *cluster.PeerCredentials
+	if n.peers != nil {
+		creds = cluster.NewPeerCredentials(n.peers)
+	}
+	if n.remote, err = startRemote(n.system, cfg.RemoteAddr, cfg.Advertised, creds, logger); err != nil {
 		return nil, err
 	}
 	if n.host, err = cluster.NewHost(cluster.HostConfig{
@@ -152,6 +155,9 @@ func Start(cfg config.Config, opts Options) (n *Node, err error) {
 			Bootstrapped: host.HasState()},
 	}); err != nil {
 		return nil, err
+	}
+	if creds != nil {
+		creds.SetMembers(n.membership)
 	}
 	switch {
 	case !n.membership.Encrypted() && n.peers != nil:
@@ -221,7 +227,7 @@ func Start(cfg config.Config, opts Options) (n *Node, err error) {
 // startRemote starts actor remoting on addr (protoactor panics on a listen failure);
 // advertised maps addr to the address other nodes send to (Validate makes sure the port is
 // fixed when that differs).
-func startRemote(system *actor.ActorSystem, addr string, advertised func(string) string, peers *pki.Peers, logger *slog.Logger) (r *remote.Remote, err error) {
+func startRemote(system *actor.ActorSystem, addr string, advertised func(string) string, creds *cluster.PeerCredentials, logger *slog.Logger) (r *remote.Remote, err error) {
 	host, portStr, err := net.SplitHostPort(addr)
 	if err != nil {
 		return nil, fmt.Errorf("remote address: %w", err)
@@ -242,12 +248,12 @@ func startRemote(system *actor.ActorSystem, addr string, advertised func(string)
 	// up waited about 10 s.
 	server := cluster.RemoteGuard(logger, func() string { return system.ProcessRegistry.Address })
 	opts := []remote.ConfigOption{func(c *remote.Config) { c.MaxRetryCount = 1 }}
-	if peers != nil {
-		// Node certificates of the CA only, either way (pki.Peers); the guard's rules apply
-		// on top.
-		server = append(server, grpc.Creds(credentials.NewTLS(peers.ServerConfig())),
+	if creds != nil {
+		// Node certificates of the CA only, either way (cluster.PeerCredentials); the guard's
+		// rules apply on top.
+		server = append(server, grpc.Creds(creds),
 			grpc.ConnectionTimeout(5*time.Second)) // a handshake that stalls holds nothing for long
-		opts = append(opts, remote.WithDialOptions(grpc.WithTransportCredentials(credentials.NewTLS(peers.ClientConfig("")))))
+		opts = append(opts, remote.WithDialOptions(grpc.WithTransportCredentials(creds)))
 	}
 	opts = append(opts, remote.WithServerOptions(server...))
 	if a := advertised(addr); a != addr {
