@@ -32,7 +32,7 @@ test: lint test-unit test-crash test-script fuzz
 
 test-unit:
 	$(GO) test -race -count=1 $(RACE_PKGS)
-	$(GO) test -count=1 ./api/... ./domain/... ./domains/... ./buildinfo/... ./ident/... ./node/... ./cmd/... ./bench/...
+	$(GO) test -count=1 ./api/... ./domain/... ./domains/... ./buildinfo/... ./ident/... ./node/... ./cmd/... ./bench/... ./arweave/...
 	$(GO) test -count=1 ./test/deploy/
 
 test-crash:
@@ -102,6 +102,11 @@ chaos:
 
 # Regenerate near/testdata/vectors.json with near-api-js (needs Node and npm; the Go tests use
 # the committed file and need neither). See near/testdata/gen/README.md.
+# Regenerate arweave/testdata/vectors.json with arweave-js (needs Node and npm).
+.PHONY: arweave-vectors
+arweave-vectors:
+	cd arweave/testdata/gen && npm ci && node gen.mjs
+
 .PHONY: near-vectors
 near-vectors:
 	cd near/testdata/gen && npm ci && node gen.mjs

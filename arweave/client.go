@@ -1,0 +1,194 @@
+package arweave
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Errors of a gateway call. ErrUnknownOutcome is the one a caller must think about: the
+// request may have been applied (a dropped connection after sending, 429, 5xx); posting the
+// same signed bytes again is always safe (a node answers 208 for a transaction it has).
+var (
+	ErrUnknownOutcome = errors.New("arweave: outcome unknown")
+	ErrNotFound       = errors.New("arweave: not found")
+	ErrRejected       = errors.New("arweave: rejected")
+)
+
+// Client talks to an Arweave node or gateway over HTTP.
+type Client struct {
+	base string
+	hc   *http.Client
+}
+
+// NewClient returns a client of the gateway at base (http://host:port). hc nil: a client
+// with a 30 s timeout.
+func NewClient(base string, hc *http.Client) *Client {
+	if hc == nil {
+		hc = &http.Client{Timeout: 30 * time.Second}
+	}
+	return &Client{base: strings.TrimSuffix(base, "/"), hc: hc}
+}
+
+// Status is a transaction's state on the network.
+type Status struct {
+	// Pending: accepted in the mempool, not mined yet (202). Otherwise mined in BlockHeight,
+	// Confirmations deep.
+	Pending       bool
+	BlockHeight   int64
+	BlockHash     string
+	Confirmations int64
+}
+
+// Anchor returns a recent block hash for a transaction's last_tx (GET /tx_anchor).
+func (c *Client) Anchor(ctx context.Context) ([]byte, error) {
+	b, err := c.get(ctx, "/tx_anchor")
+	if err != nil {
+		return nil, err
+	}
+	a, err := b64.DecodeString(strings.TrimSpace(string(b)))
+	if err != nil || len(a) == 0 {
+		return nil, fmt.Errorf("arweave: GET /tx_anchor: not an anchor: %q", clip(b))
+	}
+	return a, nil
+}
+
+// Price returns the reward, in winston, of a transaction carrying size bytes (GET
+// /price/{bytes}).
+func (c *Client) Price(ctx context.Context, size int) (string, error) {
+	b, err := c.get(ctx, "/price/"+strconv.Itoa(size))
+	if err != nil {
+		return "", err
+	}
+	s := strings.TrimSpace(string(b))
+	if _, err := strconv.ParseUint(s, 10, 64); err != nil {
+		return "", fmt.Errorf("arweave: GET /price: not a price: %q", clip(b))
+	}
+	return s, nil
+}
+
+// StatusOf returns the status of transaction id (GET /tx/{id}/status): ErrNotFound when the
+// node does not know it (never posted, or dropped from the mempool).
+func (c *Client) StatusOf(ctx context.Context, id string) (Status, error) {
+	resp, body, err := c.do(ctx, http.MethodGet, "/tx/"+id+"/status", nil)
+	if err != nil {
+		return Status{}, err
+	}
+	switch resp.StatusCode {
+	case http.StatusOK:
+		var s struct {
+			Height        int64  `json:"block_height"`
+			Hash          string `json:"block_indep_hash"`
+			Confirmations int64  `json:"number_of_confirmations"`
+		}
+		if err := json.Unmarshal(body, &s); err != nil {
+			return Status{}, fmt.Errorf("arweave: GET /tx/%s/status: unreadable: %q", id, clip(body))
+		}
+		return Status{BlockHeight: s.Height, BlockHash: s.Hash, Confirmations: s.Confirmations}, nil
+	case http.StatusAccepted:
+		return Status{Pending: true}, nil
+	case http.StatusNotFound:
+		return Status{}, ErrNotFound
+	}
+	return Status{}, statusError("GET /tx/"+id+"/status", resp.StatusCode, body)
+}
+
+// Post posts a signed transaction: with its data in the body when the data is one chunk at
+// most, else the header and then every chunk (POST /chunk). 200 and 208 (already known) are
+// both success. Posting again after ErrUnknownOutcome is safe.
+func (c *Client) Post(ctx context.Context, t *Tx) error {
+	inBody := len(t.Data) <= MaxChunkSize
+	head := *t
+	if !inBody {
+		head.Data = nil
+	}
+	js, err := json.Marshal(&head)
+	if err != nil {
+		return err
+	}
+	resp, body, err := c.do(ctx, http.MethodPost, "/tx", js)
+	if err != nil {
+		return err
+	}
+	switch {
+	case resp.StatusCode == http.StatusOK || resp.StatusCode == http.StatusAlreadyReported:
+	default:
+		return statusError("POST /tx", resp.StatusCode, body)
+	}
+	if inBody {
+		return nil
+	}
+	chunks, proofs := Chunks(t.Data), Proofs(t.Data)
+	for i, p := range proofs {
+		chunk, _ := json.Marshal(map[string]string{
+			"data_root": b64.EncodeToString(t.DataRoot), "data_size": strconv.Itoa(t.DataSize),
+			"data_path": b64.EncodeToString(p.Path), "offset": strconv.Itoa(p.Offset),
+			"chunk": b64.EncodeToString(t.Data[chunks[i].Min:chunks[i].Max]),
+		})
+		resp, body, err := c.do(ctx, http.MethodPost, "/chunk", chunk)
+		if err != nil {
+			return err
+		}
+		if resp.StatusCode != http.StatusOK && resp.StatusCode != http.StatusAlreadyReported {
+			return statusError(fmt.Sprintf("POST /chunk %d of %d", i+1, len(proofs)), resp.StatusCode, body)
+		}
+	}
+	return nil
+}
+
+func (c *Client) get(ctx context.Context, path string) ([]byte, error) {
+	resp, body, err := c.do(ctx, http.MethodGet, path, nil)
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return nil, statusError("GET "+path, resp.StatusCode, body)
+	}
+	return body, nil
+}
+
+// do sends one request. A failure after the request may have been sent is ErrUnknownOutcome
+// for a POST (a GET changes nothing: it is the same error either way).
+func (c *Client) do(ctx context.Context, method, path string, body []byte) (*http.Response, []byte, error) {
+	req, err := http.NewRequestWithContext(ctx, method, c.base+path, bytes.NewReader(body))
+	if err != nil {
+		return nil, nil, err
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%w: %s %s: %v", ErrUnknownOutcome, method, path, err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 4<<20))
+	if err != nil {
+		return nil, nil, fmt.Errorf("%w: %s %s: reading the answer: %v", ErrUnknownOutcome, method, path, err)
+	}
+	return resp, b, nil
+}
+
+// statusError classifies an unexpected answer: 429 and 5xx leave the outcome unknown (the
+// node may have taken it, or will on a retry); other 4xx are the node's refusal.
+func statusError(what string, status int, body []byte) error {
+	if status == http.StatusTooManyRequests || status >= 500 {
+		return fmt.Errorf("%w: %s answered %d: %s", ErrUnknownOutcome, what, status, clip(body))
+	}
+	return fmt.Errorf("%w: %s answered %d: %s", ErrRejected, what, status, clip(body))
+}
+
+func clip(b []byte) string {
+	s := strings.TrimSpace(string(b))
+	if len(s) > 200 {
+		s = s[:200] + "…"
+	}
+	return s
+}
