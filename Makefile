@@ -4,7 +4,7 @@ STATICCHECK ?= $(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2
 FUZZTIME    ?= 10s
 
 # Packages whose tests run under the race detector (the concurrent core).
-RACE_PKGS := ./actors/... ./pki/... ./persistence/... ./cluster/... ./config/... ./client/... ./near/... ./test/fakenear/...
+RACE_PKGS := ./actors/... ./pki/... ./persistence/... ./cluster/... ./config/... ./client/... ./near/... ./test/fakenear/... ./test/fakearweave/...
 
 .PHONY: all build run test test-unit test-crash test-script fuzz lint bench bench-cluster clean cluster cluster-stop cluster-restart proto
 
