@@ -32,7 +32,7 @@ test: lint test-unit test-crash test-script fuzz
 
 test-unit:
 	$(GO) test -race -count=1 $(RACE_PKGS)
-	$(GO) test -count=1 ./api/... ./domain/... ./domains/... ./buildinfo/... ./ident/... ./node/... ./cmd/... ./bench/... ./arweave/...
+	$(GO) test -count=1 ./api/... ./domain/... ./domains/... ./buildinfo/... ./ident/... ./node/... ./cmd/... ./bench/... ./arweave/... ./cid/...
 	$(GO) test -count=1 ./test/deploy/
 
 test-crash:
@@ -106,6 +106,11 @@ chaos:
 .PHONY: arweave-vectors
 arweave-vectors:
 	cd arweave/testdata/gen && npm ci && node gen.mjs
+
+# Regenerate cid/testdata/vectors.json with canonicalize and multiformats (needs Node and npm).
+.PHONY: cid-vectors
+cid-vectors:
+	cd cid/testdata/gen && npm ci && node gen.mjs
 
 .PHONY: near-vectors
 near-vectors:
