@@ -143,3 +143,26 @@ func TestDeepHashDefinition(t *testing.T) {
 }
 
 func sha384(b []byte) [48]byte { return sha512.Sum384(b) }
+
+// Every chunk's proof validates against the data root, and proves nothing else.
+func TestValidatePath(t *testing.T) {
+	data := testData(1024*1024 + 100)
+	root, chunks, proofs := DataRoot(data), Chunks(data), Proofs(data)
+	for i, p := range proofs {
+		c := data[chunks[i].Min:chunks[i].Max]
+		lo, hi, ok := ValidatePath(root, p.Offset, len(data), p.Path, c)
+		if !ok || lo != chunks[i].Min || hi != chunks[i].Max {
+			t.Fatalf("chunk %d: %d..%d %v, want %d..%d", i, lo, hi, ok, chunks[i].Min, chunks[i].Max)
+		}
+		bad := append([]byte(nil), c...)
+		bad[0] ^= 1
+		if _, _, ok := ValidatePath(root, p.Offset, len(data), p.Path, bad); ok {
+			t.Fatalf("chunk %d: a changed chunk validates", i)
+		}
+		if i > 0 {
+			if _, _, ok := ValidatePath(root, p.Offset, len(data), proofs[i-1].Path, c); ok {
+				t.Fatalf("chunk %d validates with chunk %d's path", i, i-1)
+			}
+		}
+	}
+}

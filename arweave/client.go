@@ -19,6 +19,7 @@ import (
 var (
 	ErrUnknownOutcome = errors.New("arweave: outcome unknown")
 	ErrNotFound       = errors.New("arweave: not found")
+	ErrPending        = errors.New("arweave: pending, not mined yet")
 	ErrRejected       = errors.New("arweave: rejected")
 )
 
@@ -165,15 +166,17 @@ func (c *Client) do(ctx context.Context, method, path string, body []byte) (*htt
 		req.Header.Set("Content-Type", "application/json")
 	}
 	resp, err := c.hc.Do(req)
-	if err != nil {
+	if err == nil {
+		defer resp.Body.Close()
+		var b []byte
+		if b, err = io.ReadAll(io.LimitReader(resp.Body, 64<<20)); err == nil {
+			return resp, b, nil
+		}
+	}
+	if method == http.MethodPost {
 		return nil, nil, fmt.Errorf("%w: %s %s: %v", ErrUnknownOutcome, method, path, err)
 	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(io.LimitReader(resp.Body, 4<<20))
-	if err != nil {
-		return nil, nil, fmt.Errorf("%w: %s %s: reading the answer: %v", ErrUnknownOutcome, method, path, err)
-	}
-	return resp, b, nil
+	return nil, nil, fmt.Errorf("arweave: %s %s: %w", method, path, err)
 }
 
 // statusError classifies an unexpected answer: 429 and 5xx leave the outcome unknown (the
@@ -191,4 +194,41 @@ func clip(b []byte) string {
 		s = s[:200] + "…"
 	}
 	return s
+}
+
+// Tx returns a mined transaction's header (GET /tx/{id}): ErrNotFound when the node does not
+// know it, ErrPending while it waits in the mempool.
+func (c *Client) Tx(ctx context.Context, id string) (*Tx, error) {
+	resp, body, err := c.do(ctx, http.MethodGet, "/tx/"+id, nil)
+	if err != nil {
+		return nil, err
+	}
+	switch resp.StatusCode {
+	case http.StatusOK:
+		var t Tx
+		if err := json.Unmarshal(body, &t); err != nil {
+			return nil, fmt.Errorf("arweave: GET /tx/%s: %v", id, err)
+		}
+		return &t, nil
+	case http.StatusAccepted:
+		return nil, ErrPending
+	case http.StatusNotFound:
+		return nil, ErrNotFound
+	}
+	return nil, statusError("GET /tx/"+id, resp.StatusCode, body)
+}
+
+// Data returns a transaction's data (GET /{id}).
+func (c *Client) Data(ctx context.Context, id string) ([]byte, error) {
+	resp, body, err := c.do(ctx, http.MethodGet, "/"+id, nil)
+	if err != nil {
+		return nil, err
+	}
+	switch resp.StatusCode {
+	case http.StatusOK:
+		return body, nil
+	case http.StatusNotFound:
+		return nil, ErrNotFound
+	}
+	return nil, statusError("GET /"+id, resp.StatusCode, body)
 }

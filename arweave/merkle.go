@@ -126,3 +126,42 @@ func Proofs(data []byte) []Proof {
 	}
 	return out
 }
+
+// ValidatePath checks that chunk is the chunk of a data root's data that ends at byte offset
+// (its last byte), with the data path a node is given by POST /chunk, for data of size bytes.
+// It returns the chunk's byte range [lo, hi).
+func ValidatePath(root []byte, offset, size int, path, chunk []byte) (lo, hi int, ok bool) {
+	if offset < 0 || offset >= size || len(root) != 32 {
+		return 0, 0, false
+	}
+	want := root
+	lo, hi = 0, size
+	for len(path) > 64 {
+		if len(path) < 96 {
+			return 0, 0, false
+		}
+		l, r, n := path[:32], path[32:64], path[64:96]
+		id := hashOf(h32(l), h32(r), h32(n))
+		if string(id[:]) != string(want) {
+			return 0, 0, false
+		}
+		boundary := int(new(big.Int).SetBytes(n).Int64())
+		if offset < boundary {
+			want, hi = l, min(hi, boundary)
+		} else {
+			want, lo = r, max(lo, boundary)
+		}
+		path = path[96:]
+	}
+	if len(path) != 64 {
+		return 0, 0, false
+	}
+	dataHash, n := path[:32], path[32:]
+	id := hashOf(h32(dataHash), h32(n))
+	end := int(new(big.Int).SetBytes(n).Int64())
+	sum := sha256.Sum256(chunk)
+	if string(id[:]) != string(want) || string(sum[:]) != string(dataHash) || end > hi || end-len(chunk) < lo || offset >= end {
+		return 0, 0, false
+	}
+	return end - len(chunk), end, true
+}

@@ -1,5 +1,5 @@
 // Command shardkeeper runs a shardkeeper node (serve) and operator subcommands (status,
-// gossip-key, tls, version).
+// gossip-key, tls, chain, version).
 package main
 
 import (
@@ -29,6 +29,7 @@ commands:
   status      print a node's view of the cluster (shardkeeper status --help)
   gossip-key  rotate the gossip encryption key of a running cluster (shardkeeper gossip-key --help)
   tls         make a cluster CA and node certificates (shardkeeper tls --help)
+  chain       check an attestation chain on Arweave (shardkeeper chain --help)
   version     print the version, commit and Go version (also shardkeeper --version)
 `
 
@@ -58,6 +59,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		err = gossipKey(args[1:], stdout)
 	case "tls":
 		err = tlsCmd(args[1:], stdout)
+	case "chain":
+		err = chainCmd(args[1:], stdout, stderr)
 	case "version", "--version", "-version":
 		if len(args) > 1 {
 			err = usageError{fmt.Errorf("%s takes no arguments", args[0])}
@@ -77,7 +80,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	case errors.As(err, &ue):
 		help := "shardkeeper --help"
 		switch args[0] {
-		case "status", "gossip-key", "tls":
+		case "status", "gossip-key", "tls", "chain":
 			help = "shardkeeper " + args[0] + " --help"
 		}
 		fmt.Fprintf(stderr, "shardkeeper: %v (see %s)\n", err, help)

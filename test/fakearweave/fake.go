@@ -2,12 +2,10 @@ package fakearweave
 
 import (
 	"crypto/rand"
-	"crypto/sha256"
 	"encoding/base64"
 	"math/big"
 	mrand "math/rand/v2"
 	"net/http"
-	"strconv"
 	"sync"
 	"time"
 
@@ -159,10 +157,3 @@ func randomHash() []byte {
 }
 
 var b64 = base64.RawURLEncoding
-
-func idOf(sig []byte) string {
-	h := sha256.Sum256(sig)
-	return b64.EncodeToString(h[:])
-}
-
-func itoa(n int) string { return strconv.Itoa(n) }
