@@ -103,3 +103,6 @@ func verify(owner, msg, sig []byte) error {
 	h := sha256.Sum256(msg)
 	return rsa.VerifyPSS(pub, crypto.SHA256, h[:], sig, &rsa.PSSOptions{SaltLength: rsa.PSSSaltLengthAuto})
 }
+
+// Bits is the size of the wallet's key.
+func (w *Wallet) Bits() int { return w.key.N.BitLen() }

@@ -4,6 +4,7 @@
 package domains
 
 import (
+	"github.com/shardkeeper/shardkeeper/actors/chain"
 	"github.com/shardkeeper/shardkeeper/actors/device"
 	"github.com/shardkeeper/shardkeeper/actors/oracle"
 	"github.com/shardkeeper/shardkeeper/actors/relayer"
@@ -13,5 +14,5 @@ import (
 
 // All returns every domain the binary serves.
 func All() []domain.Domain {
-	return []domain.Domain{device.Domain(), servers.Domain(), oracle.Domain(), relayer.Domain()}
+	return []domain.Domain{device.Domain(), servers.Domain(), oracle.Domain(), relayer.Domain(), chain.Domain()}
 }

@@ -9,8 +9,8 @@ import (
 	"github.com/shardkeeper/shardkeeper/arweave"
 )
 
-// Gateway is what the verifier reads from: transaction headers and data (arweave.Client).
-type Gateway interface {
+// Reader is what the verifier reads from: transaction headers and data (arweave.Client).
+type Reader interface {
 	Tx(ctx context.Context, id string) (*arweave.Tx, error)
 	Data(ctx context.Context, id string) ([]byte, error)
 }
@@ -42,7 +42,7 @@ type Broken struct {
 // manifest against its CID, its tags — and each against the next: one signer, seq one less,
 // and the next event's prev_tx and prev_cid naming it. progress, when set, is called after
 // each event.
-func Verify(ctx context.Context, g Gateway, head string, progress func(checked int, seq int64)) Report {
+func Verify(ctx context.Context, g Reader, head string, progress func(checked int, seq int64)) Report {
 	r := Report{Head: Ref{TxID: head}}
 	var (
 		id      = head

@@ -1,0 +1,108 @@
+package chain
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+
+	"github.com/shardkeeper/shardkeeper/actors"
+	"github.com/shardkeeper/shardkeeper/arweave"
+	"github.com/shardkeeper/shardkeeper/config"
+	"github.com/shardkeeper/shardkeeper/domain"
+)
+
+// Options are the chain's settings. The wallet and token files are read when the
+// configuration loads, so that a bad file stops the process at start naming the flag.
+type Options struct {
+	Gateway       string // --arweave-gateway
+	WalletFile    string // --arweave-wallet
+	Token         string // --chain-token
+	TokenFile     string // --chain-token-file
+	MaxInFlight   int    // --chain-max-in-flight
+	Confirmations int    // --chain-confirmations
+
+	wallet *arweave.Wallet
+}
+
+// Settings are the chain's options.
+var Settings = config.NewSection("attestation chain", func(o *Options) []config.Option {
+	return []config.Option{
+		config.String(&o.Gateway, "arweave-gateway", "", "URL of the Arweave node or gateway the attestation chain anchors on"),
+		config.String(&o.WalletFile, "arweave-wallet", "", "JWK file of the RSA wallet (2048 to 4096 bits) that signs chain transactions (refused if other users can read it)").Checked(o.loadWallet),
+		config.String(&o.Token, "chain-token", "", "bearer token of chain writes; empty disables them (prefer --chain-token-file)"),
+		config.String(&o.TokenFile, "chain-token-file", "", "file holding the chain token (not shown in ps)").Checked(o.loadToken),
+		config.Int(&o.MaxInFlight, "chain-max-in-flight", "256", "events per chain signed and not yet confirmed; they are posted in seq order").Checked(config.AtLeast(&o.MaxInFlight, 1)),
+		config.Int(&o.Confirmations, "chain-confirmations", "1", "blocks deep before an event counts as confirmed").Checked(config.AtLeast(&o.Confirmations, 1)),
+	}
+})
+
+func (o *Options) loadWallet() error {
+	o.wallet = nil
+	if o.WalletFile == "" {
+		return nil
+	}
+	b, err := config.ReadSecretFile(o.WalletFile, "arweave wallet", 64<<10)
+	if err != nil {
+		return err
+	}
+	w, err := arweave.ParseWallet(b)
+	if err != nil {
+		return err
+	}
+	if bits := w.Bits(); bits < 2048 || bits > 4096 {
+		return fmt.Errorf("arweave wallet: a %d-bit key; Arweave wallets are 2048 to 4096 bits", bits)
+	}
+	if o.Gateway == "" {
+		return errors.New("--arweave-wallet needs --arweave-gateway, the node to anchor on")
+	}
+	o.wallet = w
+	return nil
+}
+
+func (o *Options) loadToken() error {
+	if o.TokenFile == "" {
+		return nil
+	}
+	if o.Token != "" {
+		return errors.New("give --chain-token or --chain-token-file, not both")
+	}
+	t, err := config.ReadToken(o.TokenFile)
+	o.Token = t
+	return err
+}
+
+// codes are the error codes of the chain's actors and routes, with their HTTP statuses.
+var codes = map[string]int{
+	"chain_disabled":  http.StatusForbidden,
+	"cid_mismatch":    http.StatusBadRequest,
+	"event_conflict":  http.StatusConflict,
+	"unknown_event":   http.StatusNotFound,
+	"unknown_entity":  http.StatusNotFound,
+	"unknown_version": http.StatusNotFound,
+}
+
+// Domain is the attestation chain (the contract's "Attestation chain").
+func Domain() domain.Domain {
+	return domain.Domain{
+		Name:     "chain",
+		Settings: Settings,
+		Kinds: func(cfg config.Config, _ domain.Env) []actors.Kind {
+			o := Settings.Get(cfg)
+			if config.WeakToken(o.Token) {
+				slog.Warn("the chain token is weak: shorter than 32 bytes", "min_bytes", config.MinTokenBytes)
+			}
+			kc := Config{MaxInFlight: o.MaxInFlight, Confirmations: int64(o.Confirmations)}
+			if o.wallet != nil {
+				kc.Gateway, kc.Wallet = arweave.NewClient(o.Gateway, nil), o.wallet
+			}
+			return []actors.Kind{Kind(kc)}
+		},
+		Routes: routes,
+		Codes:  codes,
+	}
+}
+
+// Load reads the wallet and token files, as loading the configuration does: for a
+// configuration built in code (tests).
+func (o *Options) Load() error { return errors.Join(o.loadWallet(), o.loadToken()) }

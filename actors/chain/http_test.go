@@ -1,0 +1,117 @@
+package chain_test
+
+import (
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/shardkeeper/shardkeeper/actors/chain"
+	"github.com/shardkeeper/shardkeeper/api/apitest"
+	"github.com/shardkeeper/shardkeeper/config"
+	"github.com/shardkeeper/shardkeeper/test/await"
+	"github.com/shardkeeper/shardkeeper/test/fakearweave"
+)
+
+const token = "chain-token-long-enough-for-the-test-0123"
+
+func startChainNode(t *testing.T, gateway bool) *apitest.Node {
+	t.Helper()
+	f := fakearweave.New(fakearweave.Config{BlockInterval: 20 * time.Millisecond})
+	srv := httptest.NewServer(f)
+	t.Cleanup(func() { srv.Close(); f.Close() })
+	b, err := os.ReadFile("../../arweave/testdata/wallet.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	wallet := filepath.Join(t.TempDir(), "wallet.json")
+	if err := os.WriteFile(wallet, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return apitest.Start(t, func(c *config.Config) {
+		chain.Settings.Update(c, func(o *chain.Options) {
+			o.Token = token
+			if gateway {
+				o.Gateway, o.WalletFile = srv.URL, wallet
+			}
+			if err := o.Load(); err != nil {
+				t.Fatal(err)
+			}
+		})
+	})
+}
+
+// Every row of the contract's chain table, and its error codes.
+func TestChainAPI(t *testing.T) {
+	n := startChainNode(t, true)
+	auth := []string{"Authorization", "Bearer " + token}
+	ev := `{"entity_id":"org:acme.dev-1","ver":1,"op":"create","vis":"public","manifest":{"b":2,"a":1}}`
+	for _, tc := range []struct {
+		name, method, path, body string
+		header                   []string
+		status                   int
+		code                     string
+	}{
+		{"head of a chain never written", "GET", "/v1/chains/main/head", "", nil, 200, ""},
+		{"no token", "POST", "/v1/chains/main/events", ev, nil, 401, "unauthorized"},
+		{"accepted", "POST", "/v1/chains/main/events", ev, auth, 201, ""},
+		{"identical repeat", "POST", "/v1/chains/main/events", ev, auth, 200, ""},
+		{"the same version, other content", "POST", "/v1/chains/main/events", strings.Replace(ev, "create", "update", 1), auth, 409, "event_conflict"},
+		{"a cid that is not the manifest's", "POST", "/v1/chains/main/events", strings.Replace(ev, `"manifest"`, `"cid":"bafkreicecnx2gvntm6fbcrvnc336qze6st5u7qq7457igegamd3bzkx7ri","manifest"`, 1), auth, 400, "cid_mismatch"},
+		{"a bad entity id", "POST", "/v1/chains/main/events", strings.Replace(ev, "org:acme.dev-1", "a b", 1), auth, 400, "invalid_id"},
+		{"no manifest", "POST", "/v1/chains/main/events", `{"entity_id":"e","ver":1,"op":"create","vis":"public"}`, auth, 400, "invalid_request"},
+		{"a second version", "POST", "/v1/chains/main/events", strings.Replace(ev, `"ver":1`, `"ver":2`, 1), auth, 201, ""},
+		{"unknown event", "GET", "/v1/chains/main/events/99", "", nil, 404, "unknown_event"},
+		{"unknown entity", "GET", "/v1/chains/main/entities/nobody", "", nil, 404, "unknown_entity"},
+		{"unknown version", "GET", "/v1/chains/main/entities/org:acme.dev-1/versions/7", "", nil, 404, "unknown_version"},
+		{"bad chain name", "GET", "/v1/chains/a%20b/head", "", nil, 400, "invalid_id"},
+	} {
+		var body any
+		if tc.body != "" {
+			body = tc.body
+		}
+		r := n.Do(t, tc.method, tc.path, body, tc.header...)
+		if r.Status != tc.status || r.ErrorCode() != tc.code {
+			t.Errorf("%s: %d %s, want %d %q", tc.name, r.Status, r.Body, tc.status, tc.code)
+		}
+	}
+	var head chain.Head
+	await.True(t, 30*time.Second, "both events confirmed", func() bool {
+		n.Do(t, "GET", "/v1/chains/main/head", nil).JSON(t, &head)
+		return head.ConfirmedSeq == 2
+	})
+	var e struct {
+		Seq    int64   `json:"seq"`
+		TxID   string  `json:"tx_id"`
+		PrevTx *string `json:"prev_tx"`
+		Status string  `json:"status"`
+	}
+	n.Do(t, "GET", "/v1/chains/main/events/2", nil).JSON(t, &e)
+	var first struct {
+		TxID string `json:"tx_id"`
+	}
+	n.Do(t, "GET", "/v1/chains/main/events/1", nil).JSON(t, &first)
+	if e.Seq != 2 || e.Status != "confirmed" || e.PrevTx == nil || *e.PrevTx != first.TxID || *head.TxID != e.TxID {
+		t.Fatalf("event 2 %+v, event 1 %+v, head %+v", e, first, head)
+	}
+	var latest map[string]any
+	n.Do(t, "GET", "/v1/chains/main/entities/org:acme.dev-1", nil).JSON(t, &latest)
+	if latest["ver"] != float64(2) || latest["tx_id"] != e.TxID {
+		t.Fatalf("latest %v", latest)
+	}
+	var v map[string]any
+	n.Do(t, "GET", "/v1/chains/main/entities/org:acme.dev-1/versions/1", nil).JSON(t, &v)
+	if v["status"] != "confirmed" || v["seq"] != float64(1) {
+		t.Fatalf("version 1 %v", v)
+	}
+}
+
+func TestChainDisabled(t *testing.T) {
+	n := startChainNode(t, false)
+	r := n.Do(t, "POST", "/v1/chains/main/events", `{"entity_id":"e","ver":1,"op":"a","vis":"b","manifest":{}}`, "Authorization", "Bearer "+token)
+	if r.Status != 403 || r.ErrorCode() != "chain_disabled" {
+		t.Fatalf("%d %s", r.Status, r.Body)
+	}
+}

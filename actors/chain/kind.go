@@ -1,0 +1,267 @@
+package chain
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/shardkeeper/shardkeeper/actors"
+	"github.com/shardkeeper/shardkeeper/arweave"
+)
+
+// The chain actor, kind "chain": one actor per chain name, the single writer of its chain.
+//
+// Invariants, after every committed message:
+//   - every accepted version is queued (one q/ entry), signed (one e/ entry at its seq), or
+//     failed; seq counts the signed events: 1..meta.Seq, each e/ entry linking to the one
+//     before it, so the chain has no gap and no fork;
+//   - an event's signed transaction is committed before it is posted (effects start after the
+//     commit) and kept until the event is confirmed; it is posted again only with those same
+//     bytes, so a crash between posting and recording the outcome leaves no orphan;
+//   - while an event is signed and not confirmed, the "poll" alarm is pending; while events
+//     are queued, a "prepare" effect or the "pump" alarm is.
+
+// KindName is the kind's name.
+const KindName = "chain"
+
+// The kind's methods.
+const (
+	MethodAppend  = "append"
+	MethodHead    = "head"
+	MethodEvent   = "event"
+	MethodEntity  = "entity"
+	MethodVersion = "version"
+)
+
+// Gateway is what the chain needs of an Arweave node (arweave.Client).
+type Gateway interface {
+	Anchor(ctx context.Context) ([]byte, error)
+	Price(ctx context.Context, size int) (string, error)
+	Post(ctx context.Context, t *arweave.Tx) error
+	StatusOf(ctx context.Context, id string) (arweave.Status, error)
+}
+
+// Config configures the kind. Zero fields take their defaults.
+type Config struct {
+	Gateway Gateway
+	Wallet  *arweave.Wallet
+	// MaxInFlight bounds the events signed and not yet confirmed (default 256).
+	MaxInFlight int
+	// Confirmations is how deep an event's block must be for it to count as confirmed
+	// (default 1).
+	Confirmations int64
+	// PollInterval is how often unconfirmed events are checked (default 5s).
+	PollInterval time.Duration
+	// CallTimeout bounds each gateway call (default 30s).
+	CallTimeout time.Duration
+}
+
+func (c Config) withDefaults() Config {
+	if c.MaxInFlight <= 0 {
+		c.MaxInFlight = 256
+	}
+	if c.Confirmations <= 0 {
+		c.Confirmations = 1
+	}
+	if c.PollInterval <= 0 {
+		c.PollInterval = 5 * time.Second
+	}
+	if c.CallTimeout <= 0 {
+		c.CallTimeout = 30 * time.Second
+	}
+	return c
+}
+
+// Kind returns the chain kind.
+func Kind(cfg Config) actors.Kind {
+	cfg = cfg.withDefaults()
+	return actors.Kind{Name: KindName, New: func(string) actors.Handler { return &actor{cfg: cfg} }}
+}
+
+// prepareBatch is how many queued events one gateway round trip (anchor and prices) signs.
+const prepareBatch = 32
+
+// actor is one chain's activation.
+type actor struct {
+	cfg       Config
+	preparing bool // a "prepare" effect is running
+	polling   bool // a "poll" effect is running
+}
+
+// Appended is the reply of MethodAppend.
+type Appended struct {
+	Chain     string `json:"chain"`
+	EntityID  string `json:"entity_id"`
+	Ver       int64  `json:"ver"`
+	CID       string `json:"cid"`
+	Status    string `json:"status"`
+	CreatedAt int64  `json:"created_at"`
+	Created   bool   `json:"created"` // 201 rather than 200 (not in the HTTP answer)
+}
+
+// Head is the reply of MethodHead.
+type Head struct {
+	Chain        string  `json:"chain"`
+	Seq          int64   `json:"seq"`
+	TxID         *string `json:"tx_id"`
+	CID          *string `json:"cid"`
+	ConfirmedSeq int64   `json:"confirmed_seq"`
+	Queued       int     `json:"queued"`
+	Failed       int     `json:"failed"`
+	UpdatedAt    int64   `json:"updated_at"`
+}
+
+func (a *actor) Receive(ctx *actors.Context, req actors.Request) ([]byte, error) {
+	switch req.Method {
+	case MethodAppend:
+		var e Event
+		if err := json.Unmarshal(req.Body, &e); err != nil {
+			return nil, actors.Errorf("invalid_request", "malformed event")
+		}
+		return a.append(ctx, &e)
+	case MethodHead:
+		m, _, err := load[meta](ctx, metaKey)
+		if err != nil {
+			return nil, err
+		}
+		h := Head{Chain: ctx.ID(), Seq: m.Seq, ConfirmedSeq: m.ConfirmedSeq, Queued: m.Queued, Failed: m.Failed, UpdatedAt: m.UpdatedAt}
+		if m.TxID != "" {
+			h.TxID, h.CID = &m.TxID, &m.CID
+		}
+		return json.Marshal(h)
+	case MethodEvent:
+		seq, err := strconv.ParseInt(string(req.Body), 10, 64)
+		if err != nil {
+			return nil, actors.Errorf("invalid_request", "seq must be an integer")
+		}
+		r, found, err := load[record](ctx, eventKey(seq))
+		if err != nil || !found {
+			return nil, orNotFound(err, "unknown_event", "no event %d in chain %s", seq, ctx.ID())
+		}
+		r.Tx = nil
+		return json.Marshal(r)
+	case MethodEntity:
+		r, found, err := load[json.RawMessage](ctx, latestKey(string(req.Body)))
+		if err != nil || !found {
+			return nil, orNotFound(err, "unknown_entity", "no version of this entity is anchored in chain %s", ctx.ID())
+		}
+		return r, nil
+	case MethodVersion:
+		entity, verStr, _ := strings.Cut(string(req.Body), "\x00")
+		ver, _ := strconv.ParseInt(verStr, 10, 64)
+		v, found, err := load[version](ctx, versionKey(entity, ver))
+		if err != nil || !found {
+			return nil, orNotFound(err, "unknown_version", "no version %d of this entity in chain %s", ver, ctx.ID())
+		}
+		return json.Marshal(map[string]any{"entity_id": v.EntityID, "ver": v.Ver, "cid": v.CID, "status": v.Status,
+			"tx_id": nullable(v.TxID), "seq": v.Seq, "ts": v.TS, "error": nullable(v.Error)})
+	}
+	return nil, fmt.Errorf("chain: unknown method %q", req.Method)
+}
+
+func orNotFound(err error, code, format string, args ...any) error {
+	if err != nil {
+		return err
+	}
+	return actors.Errorf(code, format, args...)
+}
+
+func nullable(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}
+
+// append accepts an event: the version record and its queue entry in one write, or the
+// record already there for an identical repeat.
+func (a *actor) append(ctx *actors.Context, e *Event) ([]byte, error) {
+	if err := e.Normalize(); err != nil {
+		return nil, err
+	}
+	key := versionKey(e.EntityID, e.Ver)
+	v, found, err := load[version](ctx, key)
+	if err != nil {
+		return nil, err
+	}
+	if found {
+		if !v.Same(e) {
+			return nil, actors.Errorf("event_conflict", "version %d of this entity was accepted with other content", e.Ver)
+		}
+		return json.Marshal(Appended{Chain: ctx.ID(), EntityID: v.EntityID, Ver: v.Ver, CID: v.CID, Status: v.Status, CreatedAt: v.CreatedAt})
+	}
+	m, _, err := load[meta](ctx, metaKey)
+	if err != nil {
+		return nil, err
+	}
+	now := ctx.Now().UnixMilli()
+	if e.TS == 0 {
+		e.TS = now
+	}
+	v = version{Event: *e, Status: StatusQueued, CreatedAt: now, Queue: m.Accepted}
+	ctx.Put(queueKey(m.Accepted), key)
+	store(ctx, key, v)
+	m.Accepted++
+	m.Queued++
+	m.UpdatedAt = now
+	store(ctx, metaKey, m)
+	if err := a.pump(ctx, m); err != nil {
+		return nil, err
+	}
+	return json.Marshal(Appended{Chain: ctx.ID(), EntityID: e.EntityID, Ver: e.Ver, CID: e.CID, Status: StatusQueued, CreatedAt: now, Created: true})
+}
+
+// pump asks the gateway for what signing the next queued events needs (an anchor, their
+// prices), unless that is under way or the in-flight bound is reached.
+func (a *actor) pump(ctx *actors.Context, m meta) error {
+	room := a.cfg.MaxInFlight - int(m.Seq-m.ConfirmedSeq)
+	if a.cfg.Gateway == nil || a.preparing || m.Queued == 0 || room <= 0 {
+		return nil // no gateway: writes are refused at the route, nothing is queued
+	}
+	items, err := ctx.List(actors.ListOptions{Prefix: []byte("q/"), Limit: min(room, prepareBatch)})
+	if err != nil {
+		return err
+	}
+	// The payloads' sizes do not depend on the transaction ids they will link (all 43
+	// characters): they are known now, before signing.
+	prev := Link{Seq: m.Seq, TxID: m.TxID, CID: m.CID}
+	sizes := map[int]bool{}
+	for _, it := range items {
+		v, _, err := load[version](ctx, it.Value)
+		if err != nil {
+			return err
+		}
+		if prev.TxID == "" {
+			prev.TxID = strings.Repeat("x", 43)
+		}
+		data, _ := Payload(ctx.ID(), &v.Event, prev)
+		sizes[len(data)] = true
+		prev = Link{Seq: prev.Seq + 1, TxID: strings.Repeat("x", 43), CID: v.CID}
+	}
+	a.preparing = true
+	gw, timeout := a.cfg.Gateway, a.cfg.CallTimeout
+	return ctx.Effect("prepare", func(c context.Context) ([]byte, error) {
+		c, cancel := context.WithTimeout(c, timeout)
+		defer cancel()
+		anchor, err := gw.Anchor(c)
+		if err != nil {
+			return nil, err
+		}
+		p := prepared{Anchor: anchor, Prices: map[int]string{}}
+		for size := range sizes {
+			if p.Prices[size], err = gw.Price(c, size); err != nil {
+				return nil, err
+			}
+		}
+		return json.Marshal(p)
+	})
+}
+
+// prepared is the result of the "prepare" effect.
+type prepared struct {
+	Anchor []byte         `json:"anchor"`
+	Prices map[int]string `json:"prices"`
+}

@@ -1,0 +1,148 @@
+package chain
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http/httptest"
+	"os"
+	"sort"
+	"testing"
+	"time"
+
+	"github.com/shardkeeper/shardkeeper/actors"
+	"github.com/shardkeeper/shardkeeper/actors/actortest"
+	"github.com/shardkeeper/shardkeeper/arweave"
+	"github.com/shardkeeper/shardkeeper/test/await"
+	"github.com/shardkeeper/shardkeeper/test/fakearweave"
+)
+
+type chainEnv struct {
+	t    *testing.T
+	fake *fakearweave.Fake
+	gw   *arweave.Client
+	h    *actortest.Harness
+	cfg  Config
+}
+
+func newChainEnv(t *testing.T, cfg Config) *chainEnv {
+	f := fakearweave.New(fakearweave.Config{BlockInterval: 20 * time.Millisecond})
+	srv := httptest.NewServer(f)
+	t.Cleanup(func() { srv.Close(); f.Close() })
+	b, err := os.ReadFile("../../arweave/testdata/wallet.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := arweave.ParseWallet(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gw := arweave.NewClient(srv.URL, nil)
+	cfg.Gateway, cfg.Wallet = gw, w
+	if cfg.PollInterval == 0 {
+		cfg.PollInterval = 30 * time.Millisecond
+	}
+	e := &chainEnv{t: t, fake: f, gw: gw, cfg: cfg}
+	e.h = actortest.New(t, actortest.Options{}, Kind(cfg))
+	return e
+}
+
+func (e *chainEnv) append(chain string, ev Event) (Appended, error) {
+	var out Appended
+	err := e.h.CallJSON(KindName, chain, MethodAppend, ev, &out)
+	return out, err
+}
+
+func (e *chainEnv) head(chain string) Head {
+	var h Head
+	if err := e.h.CallJSON(KindName, chain, MethodHead, nil, &h); err != nil {
+		e.t.Fatal(err)
+	}
+	return h
+}
+
+func event(entity string, ver int64) Event {
+	return Event{EntityID: entity, Ver: ver, Op: "create", Vis: "public", Manifest: json.RawMessage(fmt.Sprintf(`{"entity":%q,"ver":%d}`, entity, ver))}
+}
+
+// waitConfirmed waits until n events of chain are confirmed, then checks the chain on the
+// node with the verifier, and that every transaction the node mined for it is on it: no
+// orphan, no fork.
+func (e *chainEnv) waitConfirmed(chain string, n int64) Head {
+	e.t.Helper()
+	await.True(e.t, 60*time.Second, fmt.Sprintf("%d events of %s confirmed", n, chain), func() bool {
+		h := e.head(chain)
+		return h.ConfirmedSeq == n && h.Queued == 0
+	})
+	h := e.head(chain)
+	r := Verify(context.Background(), e.gw, *h.TxID, nil)
+	if !r.OK || r.Checked != int(n) {
+		e.t.Fatalf("verify: %+v %+v", r, r.FirstError)
+	}
+	var onChain []string
+	for seq := int64(1); seq <= n; seq++ {
+		var rec record
+		body, _ := json.Marshal(seq)
+		out := e.h.MustCall(KindName, chain, MethodEvent, body)
+		if err := json.Unmarshal(out, &rec); err != nil {
+			e.t.Fatal(err)
+		}
+		if rec.Status != StatusConfirmed || rec.Seq != seq {
+			e.t.Fatalf("event %d: %+v", seq, rec)
+		}
+		onChain = append(onChain, rec.TxID)
+	}
+	mined := e.fake.Mined()
+	sort.Strings(mined)
+	sort.Strings(onChain)
+	if fmt.Sprint(mined) != fmt.Sprint(onChain) {
+		e.t.Fatalf("the node mined %d transactions, the chain holds %d: an orphan or a fork", len(mined), len(onChain))
+	}
+	return h
+}
+
+func TestChainAnchorsInOrder(t *testing.T) {
+	e := newChainEnv(t, Config{MaxInFlight: 8})
+	for i := range 20 {
+		out, err := e.append("main", event(fmt.Sprintf("dev-%d", i%3), int64(i/3+1)))
+		if err != nil || !out.Created || out.Status != StatusQueued || out.CID == "" {
+			t.Fatalf("append %d: %+v %v", i, out, err)
+		}
+	}
+	// An identical repeat answers the record; the same version with other content is a
+	// conflict.
+	again, err := e.append("main", event("dev-0", 1))
+	if err != nil || again.Created {
+		t.Fatalf("repeat: %+v %v", again, err)
+	}
+	other := event("dev-0", 1)
+	other.Op = "update"
+	var ae *actors.Error
+	if _, err := e.append("main", other); !errors.As(err, &ae) || ae.Code != "event_conflict" {
+		t.Fatalf("conflict: %v", err)
+	}
+	h := e.waitConfirmed("main", 20)
+	if h.Seq != 20 {
+		t.Fatalf("head %+v", h)
+	}
+}
+
+// Answers dropped after the node took a post, and transactions dropped from the mempool,
+// across a failover: every event is anchored exactly once.
+func TestChainUnderFaults(t *testing.T) {
+	e := newChainEnv(t, Config{MaxInFlight: 4})
+	e.fake.SetFaults(fakearweave.Faults{DropAfterAccept: 0.3, EvictFromMempool: 0.2, TooMany: 0.1})
+	for i := range 12 {
+		if _, err := e.append("faulty", event("e", int64(i+1))); err != nil {
+			t.Fatal(err)
+		}
+		if i == 6 {
+			e.h.Failover()
+		}
+	}
+	await.True(t, 30*time.Second, "half signed", func() bool { return e.head("faulty").Seq >= 6 })
+	e.h.Failover()
+	e.fake.SetFaults(fakearweave.Faults{})
+	e.waitConfirmed("faulty", 12)
+}

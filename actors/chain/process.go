@@ -1,0 +1,304 @@
+package chain
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/shardkeeper/shardkeeper/actors"
+	"github.com/shardkeeper/shardkeeper/arweave"
+)
+
+// Activate resumes from storage: the next queued events are prepared, and every signed,
+// unconfirmed event is checked by id at once (and posted again, same bytes, if the node does
+// not know it).
+func (a *actor) Activate(ctx *actors.Context) error {
+	a.preparing, a.polling = false, false
+	m, _, err := load[meta](ctx, metaKey)
+	if err != nil {
+		return err
+	}
+	if m.Seq > m.ConfirmedSeq {
+		if err := ctx.SetAlarm("poll", ctx.Now()); err != nil {
+			return err
+		}
+	}
+	return a.pump(ctx, m)
+}
+
+// Alarm runs the "poll" and "pump" alarms.
+func (a *actor) Alarm(ctx *actors.Context, al actors.Alarm) error {
+	m, _, err := load[meta](ctx, metaKey)
+	if err != nil {
+		return err
+	}
+	switch al.Name {
+	case "pump":
+		return a.pump(ctx, m)
+	case "poll":
+		if m.Seq <= m.ConfirmedSeq {
+			return nil
+		}
+		// A watchdog: the next poll is set when this one's result comes back; should the
+		// result be lost (the activation stopped), this one fires.
+		if err := ctx.SetAlarm("poll", ctx.Now().Add(4*a.cfg.PollInterval)); err != nil {
+			return err
+		}
+		return a.poll(ctx, m)
+	}
+	return nil
+}
+
+// poll asks the gateway about every signed event not confirmed yet (up to MaxInFlight).
+func (a *actor) poll(ctx *actors.Context, m meta) error {
+	if a.polling {
+		return nil
+	}
+	recs, err := ctx.List(actors.ListOptions{Start: eventKey(m.ConfirmedSeq + 1), End: []byte("e0"), Limit: a.cfg.MaxInFlight})
+	if err != nil {
+		return err
+	}
+	ids := map[int64]string{}
+	for _, kv := range recs {
+		var r record
+		if err := json.Unmarshal(kv.Value, &r); err != nil {
+			return err
+		}
+		if r.Status != StatusConfirmed {
+			ids[r.Seq] = r.TxID
+		}
+	}
+	a.polling = true
+	gw, timeout := a.cfg.Gateway, a.cfg.CallTimeout
+	return ctx.Effect("poll", func(c context.Context) ([]byte, error) {
+		out := map[int64]string{}
+		for seq, id := range ids {
+			cc, cancel := context.WithTimeout(c, timeout)
+			s, err := gw.StatusOf(cc, id)
+			cancel()
+			switch {
+			case errors.Is(err, arweave.ErrNotFound):
+				out[seq] = "missing"
+			case err != nil:
+				out[seq] = "unknown"
+			case s.Pending:
+				out[seq] = "pending"
+			default:
+				out[seq] = "mined:" + strconv.FormatInt(s.Confirmations, 10)
+			}
+		}
+		return json.Marshal(out)
+	})
+}
+
+// HandleEffect takes the results of "prepare" (sign the next queued events), "post:<seq>"
+// and "poll".
+func (a *actor) HandleEffect(ctx *actors.Context, r actors.EffectResult) error {
+	m, _, err := load[meta](ctx, metaKey)
+	if err != nil {
+		return err
+	}
+	switch {
+	case r.Name == "prepare":
+		a.preparing = false
+		if r.Err != nil {
+			// The gateway could not be asked: try again a little later.
+			return ctx.SetAlarm("pump", ctx.Now().Add(a.cfg.PollInterval))
+		}
+		var p prepared
+		if err := json.Unmarshal(r.Output, &p); err != nil {
+			return err
+		}
+		if m, err = a.sign(ctx, m, p); err != nil {
+			return err
+		}
+		return a.pump(ctx, m)
+	case strings.HasPrefix(r.Name, "post:"):
+		seq, _ := strconv.ParseInt(strings.TrimPrefix(r.Name, "post:"), 10, 64)
+		if r.Err != nil {
+			return nil // the poll finds out, and posts it again if the node does not have it
+		}
+		rec, found, err := load[record](ctx, eventKey(seq))
+		if err != nil || !found || rec.Status != StatusSigned {
+			return err
+		}
+		rec.Status = StatusPosted
+		store(ctx, eventKey(seq), rec)
+		return nil
+	case r.Name == "poll":
+		a.polling = false
+		states := map[int64]string{}
+		if r.Err == nil {
+			if err := json.Unmarshal(r.Output, &states); err != nil {
+				return err
+			}
+		}
+		for seq, state := range states {
+			if err := a.observe(ctx, seq, state); err != nil {
+				return err
+			}
+		}
+		if m, err = a.advanceConfirmed(ctx, m); err != nil {
+			return err
+		}
+		store(ctx, metaKey, m)
+		if m.Seq > m.ConfirmedSeq {
+			if err := ctx.SetAlarm("poll", ctx.Now().Add(a.cfg.PollInterval)); err != nil {
+				return err
+			}
+		}
+		return a.pump(ctx, m) // room may have opened
+	}
+	return nil
+}
+
+// sign signs the next queued events in acceptance order with the anchor and prices prepared,
+// each linked to the one before, and stores each signed transaction, the event, its version,
+// the entity's latest pointer and the head together; each is posted once that commits.
+func (a *actor) sign(ctx *actors.Context, m meta, p prepared) (meta, error) {
+	room := a.cfg.MaxInFlight - int(m.Seq-m.ConfirmedSeq)
+	items, err := ctx.List(actors.ListOptions{Prefix: []byte("q/"), Limit: min(max(room, 0), prepareBatch)})
+	if err != nil {
+		return m, err
+	}
+	now := ctx.Now().UnixMilli()
+	for _, it := range items {
+		v, _, err := load[version](ctx, it.Value)
+		if err != nil {
+			return m, err
+		}
+		prev := Link{Seq: m.Seq, TxID: m.TxID, CID: m.CID}
+		data, tags := Payload(ctx.ID(), &v.Event, prev)
+		reward, ok := p.Prices[len(data)]
+		if !ok {
+			break // priced for another size (the queue changed): the next pump prices it
+		}
+		tx := arweave.NewTx(data, tags)
+		tx.LastTx, tx.Reward = p.Anchor, reward
+		if err := tx.Sign(a.cfg.Wallet); err != nil {
+			return m, err
+		}
+		signed, _ := json.Marshal(tx)
+		seq, id := prev.Seq+1, tx.IDString()
+		rec := record{Seq: seq, EntityID: v.EntityID, Ver: v.Ver, CID: v.CID, Op: v.Op, Vis: v.Vis, TS: v.TS,
+			TxID: id, Status: StatusSigned, Tx: signed}
+		if prev.Seq > 0 {
+			rec.PrevTx, rec.PrevCID = &prev.TxID, &prev.CID
+		}
+		store(ctx, eventKey(seq), rec)
+		v.Status, v.Seq, v.TxID, v.Queue = StatusSigned, seq, id, 0
+		v.Manifest = nil // on Arweave, and in the signed transaction until confirmed
+		store(ctx, it.Value, v)
+		if err := a.setLatest(ctx, rec); err != nil {
+			return m, err
+		}
+		ctx.Delete(it.Key)
+		m.Seq, m.TxID, m.CID, m.Queued, m.UpdatedAt = seq, id, v.CID, m.Queued-1, now
+		if err := a.post(ctx, seq, tx); err != nil {
+			return m, err
+		}
+	}
+	store(ctx, metaKey, m)
+	if _, due, err := a.pollDue(ctx); err != nil || due {
+		return m, err
+	}
+	return m, ctx.SetAlarm("poll", ctx.Now().Add(a.cfg.PollInterval))
+}
+
+// pollDue reports whether the poll alarm is set.
+func (a *actor) pollDue(ctx *actors.Context) (time.Time, bool, error) {
+	als, err := ctx.Alarms()
+	if err != nil {
+		return time.Time{}, false, err
+	}
+	for _, al := range als {
+		if al.Name == "poll" {
+			return al.Due, true, nil
+		}
+	}
+	return time.Time{}, false, nil
+}
+
+// setLatest points the entity's latest anchored version at rec, unless a later version is
+// there already.
+func (a *actor) setLatest(ctx *actors.Context, rec record) error {
+	type latest struct {
+		EntityID string `json:"entity_id"`
+		Ver      int64  `json:"ver"`
+		CID      string `json:"cid"`
+		TxID     string `json:"tx_id"`
+		Seq      int64  `json:"seq"`
+		TS       int64  `json:"ts"`
+	}
+	cur, found, err := load[latest](ctx, latestKey(rec.EntityID))
+	if err != nil || (found && cur.Ver > rec.Ver) {
+		return err
+	}
+	store(ctx, latestKey(rec.EntityID), latest{rec.EntityID, rec.Ver, rec.CID, rec.TxID, rec.Seq, rec.TS})
+	return nil
+}
+
+// post posts the signed transaction of event seq (after this message commits).
+func (a *actor) post(ctx *actors.Context, seq int64, tx *arweave.Tx) error {
+	gw, timeout := a.cfg.Gateway, a.cfg.CallTimeout
+	return ctx.Effect("post:"+strconv.FormatInt(seq, 10), func(c context.Context) ([]byte, error) {
+		c, cancel := context.WithTimeout(c, timeout)
+		defer cancel()
+		return nil, gw.Post(c, tx)
+	})
+}
+
+// observe records what the gateway said of event seq: mined deep enough is confirmed (its
+// transaction bytes are no longer needed); unknown to the node is posted again with its
+// same bytes.
+func (a *actor) observe(ctx *actors.Context, seq int64, state string) error {
+	rec, found, err := load[record](ctx, eventKey(seq))
+	if err != nil || !found || rec.Status == StatusConfirmed {
+		return err
+	}
+	switch {
+	case strings.HasPrefix(state, "mined:"):
+		conf, _ := strconv.ParseInt(strings.TrimPrefix(state, "mined:"), 10, 64)
+		rec.Status = StatusPosted
+		if conf >= a.cfg.Confirmations {
+			rec.Status, rec.Tx = StatusConfirmed, nil
+		}
+		store(ctx, eventKey(seq), rec)
+		if rec.Status == StatusConfirmed {
+			v, _, err := load[version](ctx, versionKey(rec.EntityID, rec.Ver))
+			if err != nil {
+				return err
+			}
+			v.Status = StatusConfirmed
+			store(ctx, versionKey(rec.EntityID, rec.Ver), v)
+		}
+	case state == "pending" && rec.Status == StatusSigned:
+		rec.Status = StatusPosted
+		store(ctx, eventKey(seq), rec)
+	case state == "missing":
+		var tx arweave.Tx
+		if err := json.Unmarshal(rec.Tx, &tx); err != nil {
+			return err
+		}
+		return a.post(ctx, seq, &tx)
+	}
+	return nil
+}
+
+// advanceConfirmed moves confirmed_seq past every confirmed event that follows it.
+func (a *actor) advanceConfirmed(ctx *actors.Context, m meta) (meta, error) {
+	for m.ConfirmedSeq < m.Seq {
+		rec, found, err := load[record](ctx, eventKey(m.ConfirmedSeq+1))
+		if err != nil {
+			return m, err
+		}
+		if !found || rec.Status != StatusConfirmed {
+			break
+		}
+		m.ConfirmedSeq++
+	}
+	return m, nil
+}

@@ -1,0 +1,91 @@
+package chain
+
+import (
+	"encoding/json"
+	"fmt"
+
+	"github.com/shardkeeper/shardkeeper/actors"
+)
+
+// Storage of a chain actor:
+//
+//	m                       meta: counters, the head, confirmed_seq
+//	q/<acc %016x>           the queue: accepted events not signed yet, in acceptance order
+//	v/<entity_id>\0<ver>    every version accepted (the (entity_id, ver) index)
+//	e/<seq %016x>           every signed event; while not confirmed it holds its signed
+//	                        transaction, posted again with the same bytes until mined
+//	l/<entity_id>           the latest signed version of each entity
+
+// Event statuses.
+const (
+	StatusQueued    = "queued"
+	StatusSigned    = "signed"
+	StatusPosted    = "posted"
+	StatusConfirmed = "confirmed"
+	StatusFailed    = "failed"
+)
+
+// meta is the chain's head and counters.
+type meta struct {
+	Accepted     uint64 `json:"accepted"` // acceptance counter: the next q/ key
+	Seq          int64  `json:"seq"`      // the last signed event
+	TxID         string `json:"tx_id,omitempty"`
+	CID          string `json:"cid,omitempty"`
+	ConfirmedSeq int64  `json:"confirmed_seq"`
+	Queued       int    `json:"queued"`
+	Failed       int    `json:"failed"`
+	UpdatedAt    int64  `json:"updated_at"`
+}
+
+// version is one accepted (entity_id, ver).
+type version struct {
+	Event
+	Status    string `json:"status"`
+	Seq       int64  `json:"seq,omitempty"`
+	TxID      string `json:"tx_id,omitempty"`
+	Error     string `json:"error,omitempty"`
+	CreatedAt int64  `json:"created_at"`
+	Queue     uint64 `json:"queue,omitempty"` // its q/ key while queued
+}
+
+// record is a signed event.
+type record struct {
+	Seq      int64           `json:"seq"`
+	EntityID string          `json:"entity_id"`
+	Ver      int64           `json:"ver"`
+	CID      string          `json:"cid"`
+	Op       string          `json:"op"`
+	Vis      string          `json:"vis"`
+	TS       int64           `json:"ts"`
+	TxID     string          `json:"tx_id"`
+	PrevTx   *string         `json:"prev_tx"`
+	PrevCID  *string         `json:"prev_cid"`
+	Status   string          `json:"status"`
+	Tx       json.RawMessage `json:"tx,omitempty"` // the signed transaction, until confirmed
+}
+
+var metaKey = []byte("m")
+
+func queueKey(acc uint64) []byte     { return fmt.Appendf(nil, "q/%016x", acc) }
+func eventKey(seq int64) []byte      { return fmt.Appendf(nil, "e/%016x", seq) }
+func latestKey(entity string) []byte { return append([]byte("l/"), entity...) }
+func versionKey(entity string, ver int64) []byte {
+	return fmt.Appendf(append(append([]byte("v/"), entity...), 0), "%016x", ver)
+}
+
+func load[T any](ctx *actors.Context, key []byte) (T, bool, error) {
+	var v T
+	b, found, err := ctx.Get(key)
+	if err != nil || !found {
+		return v, found, err
+	}
+	if err := json.Unmarshal(b, &v); err != nil {
+		return v, false, fmt.Errorf("chain %s: %s: %w", ctx.ID(), key, err)
+	}
+	return v, true, nil
+}
+
+func store(ctx *actors.Context, key []byte, v any) {
+	b, _ := json.Marshal(v)
+	ctx.Put(key, b)
+}
