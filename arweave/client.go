@@ -232,3 +232,18 @@ func (c *Client) Data(ctx context.Context, id string) ([]byte, error) {
 	}
 	return nil, statusError("GET /"+id, resp.StatusCode, body)
 }
+
+// Height returns the node's current block height (GET /info).
+func (c *Client) Height(ctx context.Context) (int64, error) {
+	b, err := c.get(ctx, "/info")
+	if err != nil {
+		return 0, err
+	}
+	var info struct {
+		Height int64 `json:"height"`
+	}
+	if err := json.Unmarshal(b, &info); err != nil {
+		return 0, fmt.Errorf("arweave: GET /info: unreadable: %q", clip(b))
+	}
+	return info.Height, nil
+}

@@ -39,6 +39,7 @@ const (
 // Gateway is what the chain needs of an Arweave node (arweave.Client).
 type Gateway interface {
 	Anchor(ctx context.Context) ([]byte, error)
+	Height(ctx context.Context) (int64, error)
 	Price(ctx context.Context, size int) (string, error)
 	Post(ctx context.Context, t *arweave.Tx) error
 	StatusOf(ctx context.Context, id string) (arweave.Status, error)
@@ -57,6 +58,9 @@ type Config struct {
 	PollInterval time.Duration
 	// CallTimeout bounds each gateway call (default 30s).
 	CallTimeout time.Duration
+	// AnchorDepth is how many blocks an anchor stays valid on the network (default 50, as
+	// Arweave): a transaction unmined that many blocks after its anchor can never be mined.
+	AnchorDepth int64
 }
 
 func (c Config) withDefaults() Config {
@@ -71,6 +75,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.CallTimeout <= 0 {
 		c.CallTimeout = 30 * time.Second
+	}
+	if c.AnchorDepth <= 0 {
+		c.AnchorDepth = 50
 	}
 	return c
 }
@@ -100,6 +107,21 @@ type Appended struct {
 	Status    string `json:"status"`
 	CreatedAt int64  `json:"created_at"`
 	Created   bool   `json:"created"` // 201 rather than 200 (not in the HTTP answer)
+}
+
+// eventView is the reply of MethodEvent.
+type eventView struct {
+	Seq      int64   `json:"seq"`
+	EntityID string  `json:"entity_id"`
+	Ver      int64   `json:"ver"`
+	CID      string  `json:"cid"`
+	Op       string  `json:"op"`
+	Vis      string  `json:"vis"`
+	TS       int64   `json:"ts"`
+	TxID     string  `json:"tx_id"`
+	PrevTx   *string `json:"prev_tx"`
+	PrevCID  *string `json:"prev_cid"`
+	Status   string  `json:"status"`
 }
 
 // Head is the reply of MethodHead.
@@ -141,8 +163,8 @@ func (a *actor) Receive(ctx *actors.Context, req actors.Request) ([]byte, error)
 		if err != nil || !found {
 			return nil, orNotFound(err, "unknown_event", "no event %d in chain %s", seq, ctx.ID())
 		}
-		r.Tx = nil
-		return json.Marshal(r)
+		return json.Marshal(eventView{Seq: r.Seq, EntityID: r.EntityID, Ver: r.Ver, CID: r.CID, Op: r.Op, Vis: r.Vis, TS: r.TS,
+			TxID: r.TxID, PrevTx: r.PrevTx, PrevCID: r.PrevCID, Status: r.Status})
 	case MethodEntity:
 		r, found, err := load[json.RawMessage](ctx, latestKey(string(req.Body)))
 		if err != nil || !found {
@@ -218,17 +240,31 @@ func (a *actor) append(ctx *actors.Context, e *Event) ([]byte, error) {
 // prices), unless that is under way or the in-flight bound is reached.
 func (a *actor) pump(ctx *actors.Context, m meta) error {
 	room := a.cfg.MaxInFlight - int(m.Seq-m.ConfirmedSeq)
-	if a.cfg.Gateway == nil || a.preparing || m.Queued == 0 || room <= 0 {
+	if a.cfg.Gateway == nil || a.preparing || ((m.Queued == 0 || room <= 0) && m.ResignFrom == 0) {
 		return nil // no gateway: writes are refused at the route, nothing is queued
 	}
-	items, err := ctx.List(actors.ListOptions{Prefix: []byte("q/"), Limit: min(room, prepareBatch)})
+	sizes := map[int]bool{}
+	if m.ResignFrom > 0 {
+		// Events signed again keep their payload's size (the links they change are as long).
+		recs, err := a.unmined(ctx, m.ResignFrom)
+		if err != nil {
+			return err
+		}
+		for _, r := range recs {
+			var tx arweave.Tx
+			if err := json.Unmarshal(r.Tx, &tx); err != nil {
+				return err
+			}
+			sizes[tx.DataSize] = true
+		}
+	}
+	items, err := ctx.List(actors.ListOptions{Prefix: []byte("q/"), Limit: min(max(room, 0), prepareBatch)})
 	if err != nil {
 		return err
 	}
 	// The payloads' sizes do not depend on the transaction ids they will link (all 43
 	// characters): they are known now, before signing.
 	prev := Link{Seq: m.Seq, TxID: m.TxID, CID: m.CID}
-	sizes := map[int]bool{}
 	for _, it := range items {
 		v, _, err := load[version](ctx, it.Value)
 		if err != nil {
@@ -250,7 +286,13 @@ func (a *actor) pump(ctx *actors.Context, m meta) error {
 		if err != nil {
 			return nil, err
 		}
-		p := prepared{Anchor: anchor, Prices: map[int]string{}}
+		// The height is read after the anchor, so that it is at least the anchor's: expiry is
+		// then never judged early.
+		height, err := gw.Height(c)
+		if err != nil {
+			return nil, err
+		}
+		p := prepared{Anchor: anchor, Height: height, Prices: map[int]string{}}
 		for size := range sizes {
 			if p.Prices[size], err = gw.Price(c, size); err != nil {
 				return nil, err
@@ -263,5 +305,6 @@ func (a *actor) pump(ctx *actors.Context, m meta) error {
 // prepared is the result of the "prepare" effect.
 type prepared struct {
 	Anchor []byte         `json:"anchor"`
+	Height int64          `json:"height"` // at least the anchor's
 	Prices map[int]string `json:"prices"`
 }

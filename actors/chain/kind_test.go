@@ -27,7 +27,12 @@ type chainEnv struct {
 }
 
 func newChainEnv(t *testing.T, cfg Config) *chainEnv {
-	f := fakearweave.New(fakearweave.Config{BlockInterval: 20 * time.Millisecond})
+	return newChainEnvOn(t, cfg, fakearweave.Config{BlockInterval: 20 * time.Millisecond})
+}
+
+// newChainEnvOn is newChainEnv on a fake node configured by fc.
+func newChainEnvOn(t *testing.T, cfg Config, fc fakearweave.Config) *chainEnv {
+	f := fakearweave.New(fc)
 	srv := httptest.NewServer(f)
 	t.Cleanup(func() { srv.Close(); f.Close() })
 	b, err := os.ReadFile("../../arweave/testdata/wallet.json")
@@ -145,4 +150,58 @@ func TestChainUnderFaults(t *testing.T) {
 	e.h.Failover()
 	e.fake.SetFaults(fakearweave.Faults{})
 	e.waitConfirmed("faulty", 12)
+}
+
+// A transaction dropped from the mempool and then refused until its anchor expires is signed
+// again — it and the events after it — and every event is anchored once: the verifier passes,
+// and no transaction the node mined is off the chain.
+func TestChainAnchorExpiry(t *testing.T) {
+	// The node and the chain agree that an anchor is valid for 5 blocks; blocks are mined by
+	// hand below.
+	e := newChainEnvOn(t, Config{AnchorDepth: 5}, fakearweave.Config{Manual: true, AnchorDepth: 5})
+	for i := range 3 {
+		if _, err := e.append("exp", event("e", int64(i+1))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	await.True(t, 10*time.Second, "three events posted", func() bool {
+		for seq := int64(1); seq <= 3; seq++ {
+			var rec record
+			body, _ := json.Marshal(seq)
+			out, err := e.h.Call(KindName, "exp", MethodEvent, body)
+			if err != nil || json.Unmarshal(out, &rec) != nil || rec.Status != StatusPosted {
+				return false
+			}
+		}
+		return true
+	})
+	var before []string
+	for seq := int64(1); seq <= 3; seq++ {
+		var rec record
+		body, _ := json.Marshal(seq)
+		_ = json.Unmarshal(e.h.MustCall(KindName, "exp", MethodEvent, body), &rec)
+		before = append(before, rec.TxID)
+	}
+	// The node drops them all and refuses every post while ten blocks pass.
+	e.fake.SetFaults(fakearweave.Faults{EvictFromMempool: 1, Unavailable: 1})
+	for range 10 {
+		e.fake.Mine()
+		time.Sleep(40 * time.Millisecond) // a poll or two between blocks
+	}
+	e.fake.SetFaults(fakearweave.Faults{})
+	go func() {
+		for range 200 {
+			e.fake.Mine()
+			time.Sleep(20 * time.Millisecond)
+		}
+	}()
+	e.waitConfirmed("exp", 3)
+	for seq := int64(1); seq <= 3; seq++ {
+		var rec record
+		body, _ := json.Marshal(seq)
+		_ = json.Unmarshal(e.h.MustCall(KindName, "exp", MethodEvent, body), &rec)
+		if rec.TxID == before[seq-1] {
+			t.Errorf("event %d kept its expired transaction %s", seq, rec.TxID)
+		}
+	}
 }

@@ -75,6 +75,14 @@ func (a *actor) poll(ctx *actors.Context, m meta) error {
 	gw, timeout := a.cfg.Gateway, a.cfg.CallTimeout
 	return ctx.Effect("poll", func(c context.Context) ([]byte, error) {
 		out := map[int64]string{}
+		// The height is read before the statuses: a transaction missing at a height past its
+		// anchor's validity was missing then too.
+		hc, cancel := context.WithTimeout(c, timeout)
+		height, err := gw.Height(hc)
+		cancel()
+		if err != nil {
+			return nil, err
+		}
 		for seq, id := range ids {
 			cc, cancel := context.WithTimeout(c, timeout)
 			s, err := gw.StatusOf(cc, id)
@@ -90,7 +98,7 @@ func (a *actor) poll(ctx *actors.Context, m meta) error {
 				out[seq] = "mined:" + strconv.FormatInt(s.Confirmations, 10)
 			}
 		}
-		return json.Marshal(out)
+		return json.Marshal(polled{Height: height, States: out})
 	})
 }
 
@@ -130,15 +138,19 @@ func (a *actor) HandleEffect(ctx *actors.Context, r actors.EffectResult) error {
 		return nil
 	case r.Name == "poll":
 		a.polling = false
-		states := map[int64]string{}
+		var p polled
 		if r.Err == nil {
-			if err := json.Unmarshal(r.Output, &states); err != nil {
+			if err := json.Unmarshal(r.Output, &p); err != nil {
 				return err
 			}
 		}
-		for seq, state := range states {
-			if err := a.observe(ctx, seq, state); err != nil {
+		for seq, state := range p.States {
+			expired, err := a.observe(ctx, seq, state, p.Height)
+			if err != nil {
 				return err
+			}
+			if expired && (m.ResignFrom == 0 || seq < m.ResignFrom) {
+				m.ResignFrom = seq
 			}
 		}
 		if m, err = a.advanceConfirmed(ctx, m); err != nil {
@@ -159,6 +171,13 @@ func (a *actor) HandleEffect(ctx *actors.Context, r actors.EffectResult) error {
 // each linked to the one before, and stores each signed transaction, the event, its version,
 // the entity's latest pointer and the head together; each is posted once that commits.
 func (a *actor) sign(ctx *actors.Context, m meta, p prepared) (meta, error) {
+	if m.ResignFrom > 0 {
+		var err error
+		if m, err = a.resign(ctx, m, p); err != nil || m.ResignFrom > 0 {
+			store(ctx, metaKey, m)
+			return m, err
+		}
+	}
 	room := a.cfg.MaxInFlight - int(m.Seq-m.ConfirmedSeq)
 	items, err := ctx.List(actors.ListOptions{Prefix: []byte("q/"), Limit: min(max(room, 0), prepareBatch)})
 	if err != nil {
@@ -184,7 +203,7 @@ func (a *actor) sign(ctx *actors.Context, m meta, p prepared) (meta, error) {
 		signed, _ := json.Marshal(tx)
 		seq, id := prev.Seq+1, tx.IDString()
 		rec := record{Seq: seq, EntityID: v.EntityID, Ver: v.Ver, CID: v.CID, Op: v.Op, Vis: v.Vis, TS: v.TS,
-			TxID: id, Status: StatusSigned, Tx: signed}
+			TxID: id, Status: StatusSigned, Tx: signed, AnchorHeight: p.Height}
 		if prev.Seq > 0 {
 			rec.PrevTx, rec.PrevCID = &prev.TxID, &prev.CID
 		}
@@ -254,15 +273,15 @@ func (a *actor) post(ctx *actors.Context, seq int64, tx *arweave.Tx) error {
 // observe records what the gateway said of event seq: mined deep enough is confirmed (its
 // transaction bytes are no longer needed); unknown to the node is posted again with its
 // same bytes.
-func (a *actor) observe(ctx *actors.Context, seq int64, state string) error {
+func (a *actor) observe(ctx *actors.Context, seq int64, state string, height int64) (expired bool, err error) {
 	rec, found, err := load[record](ctx, eventKey(seq))
 	if err != nil || !found || rec.Status == StatusConfirmed {
-		return err
+		return false, err
 	}
 	switch {
 	case strings.HasPrefix(state, "mined:"):
 		conf, _ := strconv.ParseInt(strings.TrimPrefix(state, "mined:"), 10, 64)
-		rec.Status = StatusPosted
+		rec.Status, rec.Mined = StatusPosted, true
 		if conf >= a.cfg.Confirmations {
 			rec.Status, rec.Tx = StatusConfirmed, nil
 		}
@@ -270,7 +289,7 @@ func (a *actor) observe(ctx *actors.Context, seq int64, state string) error {
 		if rec.Status == StatusConfirmed {
 			v, _, err := load[version](ctx, versionKey(rec.EntityID, rec.Ver))
 			if err != nil {
-				return err
+				return false, err
 			}
 			v.Status = StatusConfirmed
 			store(ctx, versionKey(rec.EntityID, rec.Ver), v)
@@ -278,14 +297,110 @@ func (a *actor) observe(ctx *actors.Context, seq int64, state string) error {
 	case state == "pending" && rec.Status == StatusSigned:
 		rec.Status = StatusPosted
 		store(ctx, eventKey(seq), rec)
-	case state == "missing":
+	case state == "missing" && !rec.Mined:
+		// Unknown to the node: dropped from its mempool, or never taken. While its anchor is
+		// valid the same bytes are posted again; past it, the transaction can never be
+		// mined, and the event is signed again (see sign).
+		if height > rec.AnchorHeight+a.cfg.AnchorDepth {
+			return true, nil
+		}
 		var tx arweave.Tx
 		if err := json.Unmarshal(rec.Tx, &tx); err != nil {
-			return err
+			return false, err
 		}
-		return a.post(ctx, seq, &tx)
+		return false, a.post(ctx, seq, &tx)
 	}
-	return nil
+	return false, nil
+}
+
+// polled is the result of the "poll" effect.
+type polled struct {
+	Height int64            `json:"height"`
+	States map[int64]string `json:"states"`
+}
+
+// unmined returns the signed events from seq from on that no block holds.
+func (a *actor) unmined(ctx *actors.Context, from int64) ([]record, error) {
+	kvs, err := ctx.List(actors.ListOptions{Start: eventKey(from), End: []byte("e0")})
+	if err != nil {
+		return nil, err
+	}
+	var out []record
+	for _, kv := range kvs {
+		var r record
+		if err := json.Unmarshal(kv.Value, &r); err != nil {
+			return nil, err
+		}
+		if !r.Mined && r.Status != StatusConfirmed {
+			out = append(out, r)
+		}
+	}
+	return out, nil
+}
+
+// resign signs again, with the anchor prepared, every unmined event from m.ResignFrom on:
+// the first's transaction expired unmined, and each later one links to the one before it.
+// Each keeps its seq, version and manifest; its new transaction is committed before it is
+// posted, and its old one, which can never be mined, is listed as replaced.
+func (a *actor) resign(ctx *actors.Context, m meta, p prepared) (meta, error) {
+	recs, err := a.unmined(ctx, m.ResignFrom)
+	if err != nil {
+		return m, err
+	}
+	for _, rec := range recs {
+		var old arweave.Tx
+		if err := json.Unmarshal(rec.Tx, &old); err != nil {
+			return m, err
+		}
+		at, manifest, err := ParsePayload(old.Data)
+		if err != nil {
+			return m, err
+		}
+		prev := Link{Seq: rec.Seq - 1}
+		if prev.Seq > 0 {
+			before, _, err := load[record](ctx, eventKey(prev.Seq))
+			if err != nil {
+				return m, err
+			}
+			prev.TxID, prev.CID = before.TxID, before.CID
+		}
+		ev := Event{EntityID: at.PI, Ver: at.Ver, Op: at.Op, Vis: at.Vis, TS: at.TS, CID: at.CID, Manifest: manifest}
+		data, tags := Payload(ctx.ID(), &ev, prev)
+		reward, ok := p.Prices[len(data)]
+		if !ok {
+			return m, nil // priced for other sizes: the next pump prices these
+		}
+		tx := arweave.NewTx(data, tags)
+		tx.LastTx, tx.Reward = p.Anchor, reward
+		if err := tx.Sign(a.cfg.Wallet); err != nil {
+			return m, err
+		}
+		signed, _ := json.Marshal(tx)
+		rec.Replaced = append(rec.Replaced, rec.TxID)
+		rec.TxID, rec.Tx, rec.Status, rec.AnchorHeight = tx.IDString(), signed, StatusSigned, p.Height
+		rec.PrevTx, rec.PrevCID = nil, nil
+		if prev.Seq > 0 {
+			rec.PrevTx, rec.PrevCID = &prev.TxID, &prev.CID
+		}
+		store(ctx, eventKey(rec.Seq), rec)
+		v, _, err := load[version](ctx, versionKey(rec.EntityID, rec.Ver))
+		if err != nil {
+			return m, err
+		}
+		v.TxID = rec.TxID
+		store(ctx, versionKey(rec.EntityID, rec.Ver), v)
+		if err := a.setLatest(ctx, rec); err != nil {
+			return m, err
+		}
+		if rec.Seq == m.Seq {
+			m.TxID = rec.TxID
+		}
+		if err := a.post(ctx, rec.Seq, tx); err != nil {
+			return m, err
+		}
+	}
+	m.ResignFrom = 0
+	return m, nil
 }
 
 // advanceConfirmed moves confirmed_seq past every confirmed event that follows it.

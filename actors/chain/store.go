@@ -35,6 +35,9 @@ type meta struct {
 	Queued       int    `json:"queued"`
 	Failed       int    `json:"failed"`
 	UpdatedAt    int64  `json:"updated_at"`
+	// ResignFrom, when set, is the lowest event whose transaction expired unmined: it and
+	// every later event not mined are signed again with the next anchor.
+	ResignFrom int64 `json:"resign_from,omitempty"`
 }
 
 // version is one accepted (entity_id, ver).
@@ -62,6 +65,12 @@ type record struct {
 	PrevCID  *string         `json:"prev_cid"`
 	Status   string          `json:"status"`
 	Tx       json.RawMessage `json:"tx,omitempty"` // the signed transaction, until confirmed
+	// AnchorHeight is (at least) the height of the transaction's anchor; Mined is set once
+	// the node showed it in a block; Replaced lists the transactions this event had before,
+	// which expired unmined (never on the chain, and never to be).
+	AnchorHeight int64    `json:"anchor_height,omitempty"`
+	Mined        bool     `json:"mined,omitempty"`
+	Replaced     []string `json:"replaced,omitempty"`
 }
 
 var metaKey = []byte("m")
