@@ -7,6 +7,8 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net/http"
+	"net/url"
 	"os"
 	"os/signal"
 	"time"
@@ -15,7 +17,7 @@ import (
 	"github.com/shardkeeper/shardkeeper/arweave"
 )
 
-const chainUsage = `Usage: shardkeeper chain verify --gateway URL --head TX_ID [--json]
+const chainUsage = `Usage: shardkeeper chain verify --gateway URL (--head TX_ID | --chain NAME [--addr host:port]) [--json]
 
 Walks an attestation chain on Arweave from its head back to seq 1 and checks every event: the
 transaction's signature and id, its data against its data root, the manifest against its CID,
@@ -26,6 +28,8 @@ found (walking back from the head) and why.
 Flags:
   --gateway URL   Arweave node or gateway (its HTTP API: /tx/{id}, /{id})
   --head TX_ID    the chain's last event
+  --chain NAME    instead of --head: the chain whose head a node reports (GET /v1/chains/NAME/head)
+  --addr host:port  that node's HTTP address (default "127.0.0.1:8080")
   --json          print {ok, checked, head: {seq, tx_id}, first_error: {seq, tx_id, reason} | null}
 `
 
@@ -45,6 +49,8 @@ func chainCmd(args []string, stdout, stderr io.Writer) error {
 	fs.SetOutput(io.Discard)
 	gateway := fs.String("gateway", "", "")
 	head := fs.String("head", "", "")
+	name := fs.String("chain", "", "")
+	addr := fs.String("addr", "127.0.0.1:8080", "")
 	asJSON := fs.Bool("json", false, "")
 	if err := fs.Parse(args[1:]); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -58,8 +64,24 @@ func chainCmd(args []string, stdout, stderr io.Writer) error {
 		return usageError{fmt.Errorf("chain verify: unexpected argument %q", fs.Arg(0))}
 	case *gateway == "":
 		return usageError{errors.New("chain verify: --gateway is required")}
-	case *head == "":
-		return usageError{errors.New("chain verify: --head is required")}
+	case (*head == "") == (*name == ""):
+		return usageError{errors.New("chain verify: give --head or --chain")}
+	}
+	if *name != "" {
+		var h struct {
+			Seq  int64   `json:"seq"`
+			TxID *string `json:"tx_id"`
+		}
+		status, err := adminCall(*addr, http.MethodGet, "/v1/chains/"+url.PathEscape(*name)+"/head", "", nil, &h)
+		switch {
+		case err != nil:
+			return fmt.Errorf("chain verify: %w", err)
+		case status != http.StatusOK:
+			return fmt.Errorf("chain verify: the node at %s answered %d for chain %q", *addr, status, *name)
+		case h.TxID == nil:
+			return fmt.Errorf("chain verify: chain %q has no event yet", *name)
+		}
+		*head = *h.TxID
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"strings"
@@ -71,5 +72,22 @@ func TestChainVerify(t *testing.T) {
 	}
 	if code := run([]string{"chain", "verify", "--head", "x"}, &out, &errOut); code != 2 {
 		t.Fatalf("without --gateway: exit %d", code)
+	}
+	if code := run([]string{"chain", "verify", "--gateway", srv.URL, "--head", "x", "--chain", "main"}, &out, &errOut); code != 2 {
+		t.Fatalf("with --head and --chain: exit %d", code)
+	}
+	// --chain: the head comes from a node's GET /v1/chains/{chain}/head.
+	node := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/v1/chains/main/head" {
+			http.NotFound(w, r)
+			return
+		}
+		fmt.Fprintf(w, `{"chain":"main","seq":3,"tx_id":%q}`, three.TxID)
+	}))
+	defer node.Close()
+	out.Reset()
+	if code := run([]string{"chain", "verify", "--gateway", srv.URL, "--chain", "main", "--addr", node.URL}, &out, &errOut); code != 0 ||
+		!strings.Contains(out.String(), "chain whole: 3 events") {
+		t.Fatalf("--chain: exit %d: %s %s", code, out.String(), errOut.String())
 	}
 }
