@@ -112,6 +112,14 @@ arweave-vectors:
 cid-vectors:
 	cd cid/testdata/gen && npm ci && node gen.mjs
 
+# arlocal and arweave-js, unmodified, against the Arweave client and the fake node: our
+# transactions taken by arlocal and read back by arweave-js, arweave-js's taken by the fake.
+# Needs Node and npm.
+.PHONY: arweave-crosscheck
+arweave-crosscheck:
+	cd test/fakearweave/crosscheck && npm ci
+	SHARDKEEPER_ARWEAVE_CROSSCHECK=1 $(GO) test -count=1 -run CrossCheck -v ./test/fakearweave
+
 .PHONY: near-vectors
 near-vectors:
 	cd near/testdata/gen && npm ci && node gen.mjs
