@@ -39,6 +39,7 @@ func routes(caller api.Caller, cfg config.Config) []api.Route {
 			e := r.PathValue("entity_id")
 			return []byte(e), entityPattern.MatchString(e)
 		})},
+		{Pattern: "POST /v1/chains/{chain}/retry", Handler: api.Admin(cfg.AdminToken, s.read(MethodRetry, func(*http.Request) ([]byte, bool) { return nil, true })), Admin: true},
 		{Pattern: "GET /v1/chains/{chain}/entities/{entity_id}/versions/{ver}", Handler: s.read(MethodVersion, func(r *http.Request) ([]byte, bool) {
 			e := r.PathValue("entity_id")
 			ver, err := strconv.ParseInt(r.PathValue("ver"), 10, 64)

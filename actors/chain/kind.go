@@ -34,7 +34,13 @@ const (
 	MethodEvent   = "event"
 	MethodEntity  = "entity"
 	MethodVersion = "version"
+	MethodRetry   = "retry"
 )
+
+// MaxAttempts is how many times in a row preparing the next events may fail (the gateway
+// unreachable or refusing) before the first queued event is marked failed and the chain goes
+// on without it.
+const MaxAttempts = 5
 
 // Gateway is what the chain needs of an Arweave node (arweave.Client).
 type Gateway interface {
@@ -180,8 +186,42 @@ func (a *actor) Receive(ctx *actors.Context, req actors.Request) ([]byte, error)
 		}
 		return json.Marshal(map[string]any{"entity_id": v.EntityID, "ver": v.Ver, "cid": v.CID, "status": v.Status,
 			"tx_id": nullable(v.TxID), "seq": v.Seq, "ts": v.TS, "error": nullable(v.Error)})
+	case MethodRetry:
+		return a.retry(ctx)
 	}
 	return nil, fmt.Errorf("chain: unknown method %q", req.Method)
+}
+
+// retry puts every failed version back at the end of the queue.
+func (a *actor) retry(ctx *actors.Context) ([]byte, error) {
+	m, _, err := load[meta](ctx, metaKey)
+	if err != nil {
+		return nil, err
+	}
+	failed, err := ctx.List(actors.ListOptions{Prefix: []byte("f/")})
+	if err != nil {
+		return nil, err
+	}
+	for _, kv := range failed {
+		key := kv.Key[len("f/"):]
+		v, _, err := load[version](ctx, key)
+		if err != nil {
+			return nil, err
+		}
+		v.Status, v.Error, v.Queue = StatusQueued, "", m.Accepted
+		store(ctx, key, v)
+		ctx.Put(queueKey(m.Accepted), key)
+		ctx.Delete(kv.Key)
+		m.Accepted++
+		m.Queued++
+		m.Failed--
+	}
+	m.UpdatedAt = ctx.Now().UnixMilli()
+	store(ctx, metaKey, m)
+	if err := a.pump(ctx, m); err != nil {
+		return nil, err
+	}
+	return json.Marshal(map[string]int{"requeued": len(failed)})
 }
 
 func orNotFound(err error, code, format string, args ...any) error {

@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"sort"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -203,5 +204,51 @@ func TestChainAnchorExpiry(t *testing.T) {
 		if rec.TxID == before[seq-1] {
 			t.Errorf("event %d kept its expired transaction %s", seq, rec.TxID)
 		}
+	}
+}
+
+// flaky is a gateway whose anchor fails while down is set.
+type flaky struct {
+	*arweave.Client
+	down atomic.Bool
+}
+
+func (f *flaky) Anchor(ctx context.Context) ([]byte, error) {
+	if f.down.Load() {
+		return nil, errors.New("gateway down")
+	}
+	return f.Client.Anchor(ctx)
+}
+
+// While the gateway cannot be asked, the first queued event fails after MaxAttempts tries;
+// the chain goes on without it (no gap: it was never signed), and retry puts it back at the
+// end of the queue.
+func TestChainFailureAndRetry(t *testing.T) {
+	e := newChainEnv(t, Config{PollInterval: 5 * time.Millisecond})
+	gw := &flaky{Client: e.gw}
+	gw.down.Store(true)
+	e.cfg.Gateway = gw
+	e.h.Restart(Kind(e.cfg))
+	if _, err := e.append("f", event("a", 1)); err != nil {
+		t.Fatal(err)
+	}
+	await.True(t, 10*time.Second, "the event failed", func() bool { return e.head("f").Failed == 1 })
+	var v map[string]any
+	body := []byte("a\x001")
+	if err := json.Unmarshal(e.h.MustCall(KindName, "f", MethodVersion, body), &v); err != nil || v["status"] != StatusFailed || v["error"] == nil {
+		t.Fatalf("failed version: %v %v", v, err)
+	}
+	gw.down.Store(false)
+	if _, err := e.append("f", event("b", 1)); err != nil {
+		t.Fatal(err)
+	}
+	e.waitConfirmed("f", 1) // b alone: seq 1
+	var out struct{ Requeued int }
+	if err := json.Unmarshal(e.h.MustCall(KindName, "f", MethodRetry, nil), &out); err != nil || out.Requeued != 1 {
+		t.Fatalf("retry: %+v %v", out, err)
+	}
+	h := e.waitConfirmed("f", 2)
+	if h.Failed != 0 {
+		t.Fatalf("head after retry: %+v", h)
 	}
 }

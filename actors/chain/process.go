@@ -113,9 +113,9 @@ func (a *actor) HandleEffect(ctx *actors.Context, r actors.EffectResult) error {
 	case r.Name == "prepare":
 		a.preparing = false
 		if r.Err != nil {
-			// The gateway could not be asked: try again a little later.
-			return ctx.SetAlarm("pump", ctx.Now().Add(a.cfg.PollInterval))
+			return a.prepareFailed(ctx, m, r.Err)
 		}
+		m.Attempts = 0
 		var p prepared
 		if err := json.Unmarshal(r.Output, &p); err != nil {
 			return err
@@ -416,4 +416,43 @@ func (a *actor) advanceConfirmed(ctx *actors.Context, m meta) (meta, error) {
 		m.ConfirmedSeq++
 	}
 	return m, nil
+}
+
+// prepareFailed retries preparing with backoff; after MaxAttempts failures in a row the first
+// queued event is marked failed — never signed, so the chain has no gap — and the chain goes
+// on without it (retry requeues it).
+func (a *actor) prepareFailed(ctx *actors.Context, m meta, cause error) error {
+	m.Attempts++
+	if m.Attempts >= MaxAttempts {
+		m.Attempts = 0
+		first, err := ctx.List(actors.ListOptions{Prefix: []byte("q/"), Limit: 1})
+		if err != nil {
+			return err
+		}
+		if len(first) == 1 {
+			key := first[0].Value
+			v, _, err := load[version](ctx, key)
+			if err != nil {
+				return err
+			}
+			v.Status, v.Error, v.Queue = StatusFailed, clip(cause.Error()), 0
+			store(ctx, key, v)
+			ctx.Put(failedKey(key), nil)
+			ctx.Delete(first[0].Key)
+			m.Queued--
+			m.Failed++
+		}
+	}
+	m.UpdatedAt = ctx.Now().UnixMilli()
+	store(ctx, metaKey, m)
+	backoff := min(a.cfg.PollInterval<<m.Attempts, time.Minute)
+	return ctx.SetAlarm("pump", ctx.Now().Add(backoff))
+}
+
+// clip bounds an error kept in storage and shown to clients.
+func clip(s string) string {
+	if len(s) > 300 {
+		return s[:300] + "…"
+	}
+	return s
 }

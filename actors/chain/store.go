@@ -15,6 +15,7 @@ import (
 //	e/<seq %016x>           every signed event; while not confirmed it holds its signed
 //	                        transaction, posted again with the same bytes until mined
 //	l/<entity_id>           the latest signed version of each entity
+//	f/<version key>         the failed versions (never signed; retry requeues them)
 
 // Event statuses.
 const (
@@ -35,6 +36,8 @@ type meta struct {
 	Queued       int    `json:"queued"`
 	Failed       int    `json:"failed"`
 	UpdatedAt    int64  `json:"updated_at"`
+	// Attempts counts the "prepare" failures in a row (see HandleEffect).
+	Attempts int `json:"attempts,omitempty"`
 	// ResignFrom, when set, is the lowest event whose transaction expired unmined: it and
 	// every later event not mined are signed again with the next anchor.
 	ResignFrom int64 `json:"resign_from,omitempty"`
@@ -75,9 +78,10 @@ type record struct {
 
 var metaKey = []byte("m")
 
-func queueKey(acc uint64) []byte     { return fmt.Appendf(nil, "q/%016x", acc) }
-func eventKey(seq int64) []byte      { return fmt.Appendf(nil, "e/%016x", seq) }
-func latestKey(entity string) []byte { return append([]byte("l/"), entity...) }
+func queueKey(acc uint64) []byte         { return fmt.Appendf(nil, "q/%016x", acc) }
+func eventKey(seq int64) []byte          { return fmt.Appendf(nil, "e/%016x", seq) }
+func latestKey(entity string) []byte     { return append([]byte("l/"), entity...) }
+func failedKey(versionKey []byte) []byte { return append([]byte("f/"), versionKey...) }
 func versionKey(entity string, ver int64) []byte {
 	return fmt.Appendf(append(append([]byte("v/"), entity...), 0), "%016x", ver)
 }
