@@ -5,11 +5,13 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"strings"
 
 	"github.com/shardkeeper/shardkeeper/actors"
 	"github.com/shardkeeper/shardkeeper/arweave"
 	"github.com/shardkeeper/shardkeeper/config"
 	"github.com/shardkeeper/shardkeeper/domain"
+	"golang.org/x/mod/sumdb/note"
 )
 
 // Options are the chain's settings. The wallet and token files are read when the
@@ -21,8 +23,10 @@ type Options struct {
 	TokenFile     string // --chain-token-file
 	MaxInFlight   int    // --chain-max-in-flight
 	Confirmations int    // --chain-confirmations
+	LogKeyFile    string // --chain-log-key
 
 	wallet *arweave.Wallet
+	signer note.Signer
 }
 
 // Settings are the chain's options.
@@ -34,6 +38,7 @@ var Settings = config.NewSection("attestation chain", func(o *Options) []config.
 		config.String(&o.TokenFile, "chain-token-file", "", "file holding the chain token (not shown in ps)").Checked(o.loadToken),
 		config.Int(&o.MaxInFlight, "chain-max-in-flight", "256", "events per chain signed and not yet confirmed; they are posted in seq order").Checked(config.AtLeast(&o.MaxInFlight, 1)),
 		config.Int(&o.Confirmations, "chain-confirmations", "1", "blocks deep before an event counts as confirmed").Checked(config.AtLeast(&o.Confirmations, 1)),
+		config.String(&o.LogKeyFile, "chain-log-key", "", "file holding the signed-note private key (PRIVATE+KEY+<name>+…, made by shardkeeper chain log-key) that signs the chains' checkpoints; readable by its owner only").Checked(o.loadLogKey),
 	}
 })
 
@@ -60,6 +65,23 @@ func (o *Options) loadWallet() error {
 	return nil
 }
 
+func (o *Options) loadLogKey() error {
+	o.signer = nil
+	if o.LogKeyFile == "" {
+		return nil
+	}
+	b, err := config.ReadSecretFile(o.LogKeyFile, "chain log key", 4096)
+	if err != nil {
+		return err
+	}
+	s, err := note.NewSigner(strings.TrimSpace(string(b)))
+	if err != nil {
+		return errors.New("chain log key: not a signed-note private key (make one with shardkeeper chain log-key)")
+	}
+	o.signer = s
+	return nil
+}
+
 func (o *Options) loadToken() error {
 	if o.TokenFile == "" {
 		return nil
@@ -80,6 +102,8 @@ var codes = map[string]int{
 	"unknown_event":   http.StatusNotFound,
 	"unknown_entity":  http.StatusNotFound,
 	"unknown_version": http.StatusNotFound,
+	// Checkpoints need --chain-log-key.
+	"chain_log_disabled": http.StatusNotFound,
 }
 
 // Domain is the attestation chain (the contract's "Attestation chain").
@@ -92,7 +116,7 @@ func Domain() domain.Domain {
 			if config.WeakToken(o.Token) {
 				slog.Warn("the chain token is weak: shorter than 32 bytes", "min_bytes", config.MinTokenBytes)
 			}
-			kc := Config{MaxInFlight: o.MaxInFlight, Confirmations: int64(o.Confirmations)}
+			kc := Config{MaxInFlight: o.MaxInFlight, Confirmations: int64(o.Confirmations), LogSigner: o.signer}
 			if o.wallet != nil {
 				kc.Gateway, kc.Wallet = arweave.NewClient(o.Gateway, nil), o.wallet
 			}
@@ -105,4 +129,4 @@ func Domain() domain.Domain {
 
 // Load reads the wallet and token files, as loading the configuration does: for a
 // configuration built in code (tests).
-func (o *Options) Load() error { return errors.Join(o.loadWallet(), o.loadToken()) }
+func (o *Options) Load() error { return errors.Join(o.loadWallet(), o.loadToken(), o.loadLogKey()) }

@@ -39,6 +39,19 @@ func routes(caller api.Caller, cfg config.Config) []api.Route {
 			e := r.PathValue("entity_id")
 			return []byte(e), entityPattern.MatchString(e)
 		})},
+		{Pattern: "GET /v1/chains/{chain}/checkpoint", Handler: s.checkpoint},
+		{Pattern: "GET /v1/chains/{chain}/proof/inclusion", Handler: s.read(MethodProof, func(r *http.Request) ([]byte, bool) {
+			seq, err1 := strconv.ParseInt(r.URL.Query().Get("seq"), 10, 64)
+			size, err2 := strconv.ParseInt(r.URL.Query().Get("size"), 10, 64)
+			b, _ := json.Marshal(Proof{Seq: seq, Size: size})
+			return b, err1 == nil && err2 == nil && seq >= 1 && size >= 1
+		})},
+		{Pattern: "GET /v1/chains/{chain}/proof/consistency", Handler: s.read(MethodProof, func(r *http.Request) ([]byte, bool) {
+			from, err1 := strconv.ParseInt(r.URL.Query().Get("from"), 10, 64)
+			to, err2 := strconv.ParseInt(r.URL.Query().Get("to"), 10, 64)
+			b, _ := json.Marshal(Proof{From: from, To: to})
+			return b, err1 == nil && err2 == nil && from >= 1 && to >= 1
+		})},
 		{Pattern: "POST /v1/chains/{chain}/retry", Handler: api.Admin(cfg.AdminToken, s.read(MethodRetry, func(*http.Request) ([]byte, bool) { return nil, true })), Admin: true},
 		{Pattern: "GET /v1/chains/{chain}/entities/{entity_id}/versions/{ver}", Handler: s.read(MethodVersion, func(r *http.Request) ([]byte, bool) {
 			e := r.PathValue("entity_id")
@@ -107,4 +120,21 @@ func (s *server) read(method string, arg func(*http.Request) ([]byte, bool)) htt
 		}
 		api.WriteJSON(w, http.StatusOK, json.RawMessage(out))
 	}
+}
+
+// checkpoint answers the chain's latest checkpoint, a signed note (text/plain).
+func (s *server) checkpoint(w http.ResponseWriter, r *http.Request) {
+	chain, ok := chainOf(w, r)
+	if !ok {
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), s.cfg.RequestTimeout)
+	defer cancel()
+	out, err := s.caller.Call(ctx, KindName, chain, actors.Request{Method: MethodCheckpoint})
+	if err != nil {
+		api.WriteError(w, err)
+		return
+	}
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.Write(out)
 }

@@ -101,6 +101,23 @@ func TestChainAPI(t *testing.T) {
 	if latest["ver"] != float64(2) || latest["tx_id"] != e.TxID {
 		t.Fatalf("latest %v", latest)
 	}
+	// The log: proofs over the confirmed events; no checkpoint without a log key.
+	var p chain.Proof
+	if r := n.Do(t, "GET", "/v1/chains/main/proof/inclusion?seq=1&size=2", nil); r.Status != 200 {
+		t.Fatalf("inclusion proof: %d %s", r.Status, r.Body)
+	} else if r.JSON(t, &p); len(p.Hashes) != 1 {
+		t.Fatalf("inclusion proof of 1 in 2: %s", r.Body)
+	}
+	for path, code := range map[string]string{
+		"/v1/chains/main/proof/inclusion?seq=3&size=3":  "invalid_request",
+		"/v1/chains/main/proof/inclusion?seq=x":         "invalid_id",
+		"/v1/chains/main/proof/consistency?from=2&to=1": "invalid_request",
+		"/v1/chains/main/checkpoint":                    "chain_log_disabled",
+	} {
+		if r := n.Do(t, "GET", path, nil); r.ErrorCode() != code {
+			t.Errorf("%s: %d %s, want %s", path, r.Status, r.Body, code)
+		}
+	}
 	var v map[string]any
 	n.Do(t, "GET", "/v1/chains/main/entities/org:acme.dev-1/versions/1", nil).JSON(t, &v)
 	if v["status"] != "confirmed" || v["seq"] != float64(1) {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/shardkeeper/shardkeeper/actors"
 	"github.com/shardkeeper/shardkeeper/arweave"
+	"golang.org/x/mod/sumdb/note"
 )
 
 // The chain actor, kind "chain": one actor per chain name, the single writer of its chain.
@@ -35,6 +36,9 @@ const (
 	MethodEntity  = "entity"
 	MethodVersion = "version"
 	MethodRetry   = "retry"
+	// MethodCheckpoint (→ signed note), MethodProof (Proof → Proof): the transparency log.
+	MethodCheckpoint = "checkpoint"
+	MethodProof      = "proof"
 )
 
 // MaxAttempts is how many times in a row preparing the next events may fail (the gateway
@@ -64,6 +68,8 @@ type Config struct {
 	PollInterval time.Duration
 	// CallTimeout bounds each gateway call (default 30s).
 	CallTimeout time.Duration
+	// LogSigner signs the chain's checkpoints (nil: no checkpoints; proofs are served).
+	LogSigner note.Signer
 	// AnchorDepth is how many blocks an anchor stays valid on the network (default 50, as
 	// Arweave): a transaction unmined that many blocks after its anchor can never be mined.
 	AnchorDepth int64
@@ -188,6 +194,14 @@ func (a *actor) Receive(ctx *actors.Context, req actors.Request) ([]byte, error)
 			"tx_id": nullable(v.TxID), "seq": v.Seq, "ts": v.TS, "error": nullable(v.Error)})
 	case MethodRetry:
 		return a.retry(ctx)
+	case MethodCheckpoint:
+		return a.checkpoint(ctx)
+	case MethodProof:
+		var q Proof
+		if err := json.Unmarshal(req.Body, &q); err != nil {
+			return nil, actors.Errorf("invalid_request", "malformed proof request")
+		}
+		return a.proof(ctx, q)
 	}
 	return nil, fmt.Errorf("chain: unknown method %q", req.Method)
 }

@@ -2,6 +2,7 @@ package chain
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -17,6 +18,8 @@ import (
 	"github.com/shardkeeper/shardkeeper/arweave"
 	"github.com/shardkeeper/shardkeeper/test/await"
 	"github.com/shardkeeper/shardkeeper/test/fakearweave"
+	"github.com/shardkeeper/shardkeeper/tlog"
+	"golang.org/x/mod/sumdb/note"
 )
 
 type chainEnv struct {
@@ -251,4 +254,124 @@ func TestChainFailureAndRetry(t *testing.T) {
 	if h.Failed != 0 {
 		t.Fatalf("head after retry: %+v", h)
 	}
+}
+
+// The transparency log: a signed checkpoint of the confirmed events whose root is the tree of
+// their attestations computed here from the events alone, an inclusion proof of every event,
+// and a consistency proof between two sizes.
+func TestChainLog(t *testing.T) {
+	skey, vkey, err := note.GenerateKey(nil, "log.example")
+	if err != nil {
+		t.Fatal(err)
+	}
+	signer, err := note.NewSigner(skey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := newChainEnv(t, Config{LogSigner: signer})
+	for i := range 7 {
+		if _, err := e.append("logged", event("e", int64(i+1))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e.waitConfirmed("logged", 7)
+	// The tree, built here from the events as GET events/{seq} shows them.
+	tree := treeMem{}
+	var roots []tlog.Hash
+	for seq := int64(1); seq <= 7; seq++ {
+		var v eventView
+		body, _ := json.Marshal(seq)
+		if err := json.Unmarshal(e.h.MustCall(KindName, "logged", MethodEvent, body), &v); err != nil {
+			t.Fatal(err)
+		}
+		a := Attestation{PI: v.EntityID, Ver: v.Ver, CID: v.CID, Op: v.Op, Vis: v.Vis, TS: v.TS, PrevTx: v.PrevTx, PrevCID: v.PrevCID, Seq: v.Seq}
+		nodes, err := tlog.Append(tree, seq-1, tlog.LeafHash(Leaf(a)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, n := range nodes {
+			tree[[2]int64{int64(n.Level), n.Index}] = n.Hash
+		}
+		root, _ := tlog.Root(tree, seq)
+		roots = append(roots, root)
+	}
+	verifier, err := note.NewVerifier(vkey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := note.Open(e.h.MustCall(KindName, "logged", MethodCheckpoint, nil), note.VerifierList(verifier))
+	if err != nil {
+		t.Fatalf("checkpoint: %v", err)
+	}
+	origin, size, root, err := ParseCheckpoint(n.Text)
+	if err != nil || origin != "log.example/logged" || size != 7 || root != roots[6] {
+		t.Fatalf("checkpoint %q: %v", n.Text, err)
+	}
+	// Offline, as chain verify --checkpoint does: the events' attestations make its root.
+	atts := map[int64]Attestation{}
+	for seq := int64(1); seq <= 7; seq++ {
+		var v eventView
+		body, _ := json.Marshal(seq)
+		_ = json.Unmarshal(e.h.MustCall(KindName, "logged", MethodEvent, body), &v)
+		atts[seq] = Attestation{PI: v.EntityID, Ver: v.Ver, CID: v.CID, Op: v.Op, Vis: v.Vis, TS: v.TS, PrevTx: v.PrevTx, PrevCID: v.PrevCID, Seq: v.Seq}
+	}
+	signed := e.h.MustCall(KindName, "logged", MethodCheckpoint, nil)
+	leaf := func(seq int64) (Attestation, bool) { a, ok := atts[seq]; return a, ok }
+	if size, err := CheckCheckpoint(signed, vkey, leaf); err != nil || size != 7 {
+		t.Fatalf("offline check: %d %v", size, err)
+	}
+	_, otherKey, _ := note.GenerateKey(nil, "log.example")
+	if _, err := CheckCheckpoint(signed, otherKey, leaf); err == nil {
+		t.Fatal("a checkpoint verified with another key")
+	}
+	atts[4] = Attestation{PI: "forged", Ver: 1, Seq: 4}
+	if _, err := CheckCheckpoint(signed, vkey, leaf); err == nil {
+		t.Fatal("a checkpoint held over another event 4")
+	}
+	for seq := int64(1); seq <= 7; seq++ {
+		var p Proof
+		body, _ := json.Marshal(Proof{Seq: seq, Size: 7})
+		if err := json.Unmarshal(e.h.MustCall(KindName, "logged", MethodProof, body), &p); err != nil {
+			t.Fatal(err)
+		}
+		leaf, _ := tree.Node(0, seq-1)
+		if err := tlog.VerifyInclusion(leaf, seq-1, 7, decode(t, p.Hashes), root); err != nil {
+			t.Fatalf("inclusion of %d: %v", seq, err)
+		}
+	}
+	var p Proof
+	body, _ := json.Marshal(Proof{From: 3, To: 7})
+	if err := json.Unmarshal(e.h.MustCall(KindName, "logged", MethodProof, body), &p); err != nil {
+		t.Fatal(err)
+	}
+	if err := tlog.VerifyConsistency(3, 7, decode(t, p.Hashes), roots[2], root); err != nil {
+		t.Fatalf("consistency 3→7: %v", err)
+	}
+	body, _ = json.Marshal(Proof{Seq: 8, Size: 8})
+	var ae *actors.Error
+	if _, err := e.h.Call(KindName, "logged", MethodProof, body); !errors.As(err, &ae) || ae.Code != "invalid_request" {
+		t.Fatalf("a proof past the confirmed events: %v", err)
+	}
+}
+
+type treeMem map[[2]int64]tlog.Hash
+
+func (m treeMem) Node(level int, index int64) (tlog.Hash, error) {
+	h, ok := m[[2]int64{int64(level), index}]
+	if !ok {
+		return h, fmt.Errorf("no node %d/%d", level, index)
+	}
+	return h, nil
+}
+
+func decode(t *testing.T, hs []string) []tlog.Hash {
+	out := make([]tlog.Hash, len(hs))
+	for i, s := range hs {
+		b, err := base64.StdEncoding.DecodeString(s)
+		if err != nil || len(b) != 32 {
+			t.Fatalf("hash %q", s)
+		}
+		copy(out[i][:], b)
+	}
+	return out
 }

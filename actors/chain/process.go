@@ -413,6 +413,9 @@ func (a *actor) advanceConfirmed(ctx *actors.Context, m meta) (meta, error) {
 		if !found || rec.Status != StatusConfirmed {
 			break
 		}
+		if err := appendLeaf(ctx, rec); err != nil {
+			return m, err
+		}
 		m.ConfirmedSeq++
 	}
 	return m, nil

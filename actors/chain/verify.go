@@ -7,6 +7,8 @@ import (
 	"strconv"
 
 	"github.com/shardkeeper/shardkeeper/arweave"
+	"github.com/shardkeeper/shardkeeper/tlog"
+	"golang.org/x/mod/sumdb/note"
 )
 
 // Reader is what the verifier reads from: transaction headers and data (arweave.Client).
@@ -17,10 +19,18 @@ type Reader interface {
 
 // Report is the outcome of a verification, as `shardkeeper chain verify --json` prints it.
 type Report struct {
-	OK         bool    `json:"ok"`
-	Checked    int     `json:"checked"`
-	Head       Ref     `json:"head"`
-	FirstError *Broken `json:"first_error"`
+	OK         bool              `json:"ok"`
+	Checked    int               `json:"checked"`
+	Head       Ref               `json:"head"`
+	FirstError *Broken           `json:"first_error"`
+	Checkpoint *CheckpointResult `json:"checkpoint,omitempty"`
+}
+
+// CheckpointResult is the outcome of checking a checkpoint against the events walked.
+type CheckpointResult struct {
+	Size   int64  `json:"size"`
+	OK     bool   `json:"ok"`
+	Reason string `json:"reason,omitempty"`
 }
 
 // Ref names an event of a chain.
@@ -41,8 +51,8 @@ type Broken struct {
 // event on its own — the transaction's signature and id, its data against its data root, the
 // manifest against its CID, its tags — and each against the next: one signer, seq one less,
 // and the next event's prev_tx and prev_cid naming it. progress, when set, is called after
-// each event.
-func Verify(ctx context.Context, g Reader, head string, progress func(checked int, seq int64)) Report {
+// each event checked, with its attestation.
+func Verify(ctx context.Context, g Reader, head string, progress func(checked int, a Attestation)) Report {
 	r := Report{Head: Ref{TxID: head}}
 	var (
 		id      = head
@@ -117,7 +127,7 @@ func Verify(ctx context.Context, g Reader, head string, progress func(checked in
 		}
 		r.Checked++
 		if progress != nil {
-			progress(r.Checked, a.Seq)
+			progress(r.Checked, a)
 		}
 		if a.Seq == 1 {
 			if a.PrevTx != nil || a.PrevCID != nil {
@@ -131,4 +141,55 @@ func Verify(ctx context.Context, g Reader, head string, progress func(checked in
 		}
 		later, wantSeq, id = &a, a.Seq-1, *a.PrevTx
 	}
+}
+
+// CheckCheckpoint checks a checkpoint of the chain offline: its signature by the log key
+// vkey, and its root against the tree of the events' attestations from seq 1 to its size
+// (leaf gives each, as a walk of the chain read them). It returns the checkpoint's size.
+func CheckCheckpoint(signed []byte, vkey string, leaf func(seq int64) (Attestation, bool)) (int64, error) {
+	v, err := note.NewVerifier(vkey)
+	if err != nil {
+		return 0, fmt.Errorf("log key: %v", err)
+	}
+	n, err := note.Open(signed, note.VerifierList(v))
+	if err != nil {
+		return 0, fmt.Errorf("checkpoint signature: %v", err)
+	}
+	_, size, root, err := ParseCheckpoint(n.Text)
+	if err != nil {
+		return 0, err
+	}
+	tree := memTree{}
+	for seq := int64(1); seq <= size; seq++ {
+		a, ok := leaf(seq)
+		if !ok {
+			return size, fmt.Errorf("the checkpoint covers %d events; event %d was not read", size, seq)
+		}
+		nodes, err := tlog.Append(tree, seq-1, tlog.LeafHash(Leaf(a)))
+		if err != nil {
+			return size, err
+		}
+		for _, nd := range nodes {
+			tree[[2]int64{int64(nd.Level), nd.Index}] = nd.Hash
+		}
+	}
+	got, err := tlog.Root(tree, size)
+	if err != nil {
+		return size, err
+	}
+	if got != root {
+		return size, fmt.Errorf("the checkpoint's root is not the tree of events 1 to %d", size)
+	}
+	return size, nil
+}
+
+// memTree is a tree in memory (tlog.Reader).
+type memTree map[[2]int64]tlog.Hash
+
+func (m memTree) Node(level int, index int64) (tlog.Hash, error) {
+	h, ok := m[[2]int64{int64(level), index}]
+	if !ok {
+		return h, fmt.Errorf("tree node %d/%d missing", level, index)
+	}
+	return h, nil
 }

@@ -79,7 +79,7 @@ func TestVerify(t *testing.T) {
 		head = a.post(head, int64(i+1), nil, nil)
 	}
 	var seen []int64
-	r := Verify(context.Background(), a.c, head.TxID, func(_ int, seq int64) { seen = append(seen, seq) })
+	r := Verify(context.Background(), a.c, head.TxID, func(_ int, at Attestation) { seen = append(seen, at.Seq) })
 	if !r.OK || r.Checked != 5 || r.Head.Seq != 5 || r.FirstError != nil || fmt.Sprint(seen) != "[5 4 3 2 1]" {
 		t.Fatalf("a sound chain: %+v %v", r, seen)
 	}

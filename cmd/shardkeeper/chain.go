@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -15,9 +16,11 @@ import (
 
 	"github.com/shardkeeper/shardkeeper/actors/chain"
 	"github.com/shardkeeper/shardkeeper/arweave"
+	"golang.org/x/mod/sumdb/note"
 )
 
 const chainUsage = `Usage: shardkeeper chain verify --gateway URL (--head TX_ID | --chain NAME [--addr host:port]) [--json]
+       shardkeeper chain log-key --name NAME --out FILE
 
 Walks an attestation chain on Arweave from its head back to seq 1 and checks every event: the
 transaction's signature and id, its data against its data root, the manifest against its CID,
@@ -25,12 +28,19 @@ its tags, one signer for the whole chain, seq without gaps, and each event's pre
 prev_cid naming the event before it. Exits 0 when the chain is whole, 1 naming the first break
 found (walking back from the head) and why.
 
+log-key makes the key pair that signs the chains' checkpoints: the private key goes to FILE
+(readable by its owner only; give it to the nodes with --chain-log-key), the verifier key is
+printed (give it to whoever checks checkpoints).
+
 Flags:
   --gateway URL   Arweave node or gateway (its HTTP API: /tx/{id}, /{id})
   --head TX_ID    the chain's last event
   --chain NAME    instead of --head: the chain whose head a node reports (GET /v1/chains/NAME/head)
   --addr host:port  that node's HTTP address (default "127.0.0.1:8080")
   --json          print {ok, checked, head: {seq, tx_id}, first_error: {seq, tx_id, reason} | null}
+  --checkpoint FILE  also check a checkpoint (GET /v1/chains/NAME/checkpoint) offline: its
+                  signature by --log-key, and its root against the events walked
+  --log-key VKEY  the log's verifier key (as shardkeeper chain log-key printed it)
 `
 
 // chainCmd runs "shardkeeper chain".
@@ -42,8 +52,11 @@ func chainCmd(args []string, stdout, stderr io.Writer) error {
 		}
 		return flag.ErrHelp
 	}
+	if args[0] == "log-key" {
+		return logKey(args[1:], stdout)
+	}
 	if args[0] != "verify" {
-		return usageError{fmt.Errorf("chain: unknown subcommand %q (verify)", args[0])}
+		return usageError{fmt.Errorf("chain: unknown subcommand %q (verify, log-key)", args[0])}
 	}
 	fs := flag.NewFlagSet("chain verify", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
@@ -52,6 +65,8 @@ func chainCmd(args []string, stdout, stderr io.Writer) error {
 	name := fs.String("chain", "", "")
 	addr := fs.String("addr", "127.0.0.1:8080", "")
 	asJSON := fs.Bool("json", false, "")
+	checkpoint := fs.String("checkpoint", "", "")
+	logKey := fs.String("log-key", "", "")
 	if err := fs.Parse(args[1:]); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			fmt.Fprint(stdout, chainUsage)
@@ -66,6 +81,8 @@ func chainCmd(args []string, stdout, stderr io.Writer) error {
 		return usageError{errors.New("chain verify: --gateway is required")}
 	case (*head == "") == (*name == ""):
 		return usageError{errors.New("chain verify: give --head or --chain")}
+	case (*checkpoint == "") != (*logKey == ""):
+		return usageError{errors.New("chain verify: --checkpoint and --log-key go together")}
 	}
 	if *name != "" {
 		var h struct {
@@ -86,18 +103,40 @@ func chainCmd(args []string, stdout, stderr io.Writer) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
 	last := time.Now()
-	progress := func(checked int, seq int64) {
+	seen := map[int64]chain.Attestation{}
+	progress := func(checked int, a chain.Attestation) {
+		if *checkpoint != "" {
+			seen[a.Seq] = a
+		}
 		if time.Since(last) >= 2*time.Second { // long chains: say where the walk is
-			fmt.Fprintf(stderr, "checked %d events, at seq %d\n", checked, seq)
+			fmt.Fprintf(stderr, "checked %d events, at seq %d\n", checked, a.Seq)
 			last = time.Now()
 		}
 	}
 	r := chain.Verify(ctx, arweave.NewClient(*gateway, nil), *head, progress)
+	if r.OK && *checkpoint != "" {
+		signed, err := os.ReadFile(*checkpoint)
+		if err != nil {
+			return fmt.Errorf("chain verify: %w", err)
+		}
+		size, err := chain.CheckCheckpoint(signed, *logKey, func(seq int64) (chain.Attestation, bool) { a, ok := seen[seq]; return a, ok })
+		r.Checkpoint = &chain.CheckpointResult{Size: size, OK: err == nil}
+		if err != nil {
+			r.OK = false
+			r.Checkpoint.Reason = err.Error()
+		}
+	}
 	if *asJSON {
 		b, _ := json.MarshalIndent(r, "", "  ")
 		fmt.Fprintln(stdout, string(b))
 	} else if r.OK {
 		fmt.Fprintf(stdout, "chain whole: %d events, head seq %d (%s)\n", r.Checked, r.Head.Seq, r.Head.TxID)
+	}
+	if r.Checkpoint != nil && !r.Checkpoint.OK {
+		return fmt.Errorf("chain whole, but the checkpoint does not hold: %s", r.Checkpoint.Reason)
+	}
+	if r.Checkpoint != nil && !*asJSON {
+		fmt.Fprintf(stdout, "checkpoint of %d events: its root is the tree of the chain's events\n", r.Checkpoint.Size)
 	}
 	if !r.OK {
 		if r.FirstError.Seq == 0 {
@@ -105,5 +144,36 @@ func chainCmd(args []string, stdout, stderr io.Writer) error {
 		}
 		return fmt.Errorf("chain broken at seq %d (transaction %s): %s", r.FirstError.Seq, r.FirstError.TxID, r.FirstError.Reason)
 	}
+	return nil
+}
+
+// logKey runs "shardkeeper chain log-key".
+func logKey(args []string, stdout io.Writer) error {
+	fs := flag.NewFlagSet("chain log-key", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	name := fs.String("name", "", "")
+	out := fs.String("out", "", "")
+	if err := fs.Parse(args); err != nil {
+		return usageError{err}
+	}
+	if *name == "" || *out == "" {
+		return usageError{errors.New("chain log-key: --name and --out are required")}
+	}
+	skey, vkey, err := note.GenerateKey(rand.Reader, *name)
+	if err != nil {
+		return usageError{fmt.Errorf("chain log-key: %v", err)}
+	}
+	f, err := os.OpenFile(*out, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
+	if err != nil {
+		return fmt.Errorf("chain log-key: %w", err)
+	}
+	if _, err := fmt.Fprintln(f, skey); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	fmt.Fprintln(stdout, vkey)
 	return nil
 }
