@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/shardkeeper/shardkeeper/actors"
 	"github.com/shardkeeper/shardkeeper/arweave"
@@ -17,13 +18,14 @@ import (
 // Options are the chain's settings. The wallet and token files are read when the
 // configuration loads, so that a bad file stops the process at start naming the flag.
 type Options struct {
-	Gateway       string // --arweave-gateway
-	WalletFile    string // --arweave-wallet
-	Token         string // --chain-token
-	TokenFile     string // --chain-token-file
-	MaxInFlight   int    // --chain-max-in-flight
-	Confirmations int    // --chain-confirmations
-	LogKeyFile    string // --chain-log-key
+	Gateway       string        // --arweave-gateway
+	WalletFile    string        // --arweave-wallet
+	Token         string        // --chain-token
+	TokenFile     string        // --chain-token-file
+	MaxInFlight   int           // --chain-max-in-flight
+	Confirmations int           // --chain-confirmations
+	LogKeyFile    string        // --chain-log-key
+	PollInterval  time.Duration // --chain-poll-interval
 
 	wallet *arweave.Wallet
 	signer note.Signer
@@ -38,6 +40,7 @@ var Settings = config.NewSection("attestation chain", func(o *Options) []config.
 		config.String(&o.TokenFile, "chain-token-file", "", "file holding the chain token (not shown in ps)").Checked(o.loadToken),
 		config.Int(&o.MaxInFlight, "chain-max-in-flight", "256", "events per chain signed and not yet confirmed; they are posted in seq order").Checked(config.AtLeast(&o.MaxInFlight, 1)),
 		config.Int(&o.Confirmations, "chain-confirmations", "1", "blocks deep before an event counts as confirmed").Checked(config.AtLeast(&o.Confirmations, 1)),
+		config.Duration(&o.PollInterval, "chain-poll-interval", "5s", "how often a chain asks the gateway about its events not yet confirmed (an Arweave block takes about two minutes)").Checked(config.Positive(&o.PollInterval)),
 		config.String(&o.LogKeyFile, "chain-log-key", "", "file holding the signed-note private key (PRIVATE+KEY+<name>+…, made by shardkeeper chain log-key) that signs the chains' checkpoints; readable by its owner only").Checked(o.loadLogKey),
 	}
 })
@@ -116,7 +119,7 @@ func Domain() domain.Domain {
 			if config.WeakToken(o.Token) {
 				slog.Warn("the chain token is weak: shorter than 32 bytes", "min_bytes", config.MinTokenBytes)
 			}
-			kc := Config{MaxInFlight: o.MaxInFlight, Confirmations: int64(o.Confirmations), LogSigner: o.signer}
+			kc := Config{MaxInFlight: o.MaxInFlight, Confirmations: int64(o.Confirmations), LogSigner: o.signer, PollInterval: o.PollInterval}
 			if o.wallet != nil {
 				kc.Gateway, kc.Wallet = arweave.NewClient(o.Gateway, nil), o.wallet
 			}

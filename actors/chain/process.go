@@ -221,10 +221,13 @@ func (a *actor) sign(ctx *actors.Context, m meta, p prepared) (meta, error) {
 		}
 	}
 	store(ctx, metaKey, m)
-	if _, due, err := a.pollDue(ctx); err != nil || due {
+	// The next poll within PollInterval: a poll alarm already set for later (the watchdog of
+	// a poll under way) is brought forward.
+	next := ctx.Now().Add(a.cfg.PollInterval)
+	if at, due, err := a.pollDue(ctx); err != nil || (due && !at.After(next)) {
 		return m, err
 	}
-	return m, ctx.SetAlarm("poll", ctx.Now().Add(a.cfg.PollInterval))
+	return m, ctx.SetAlarm("poll", next)
 }
 
 // pollDue reports whether the poll alarm is set.
