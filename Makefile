@@ -32,7 +32,7 @@ test: lint test-unit test-crash test-script fuzz
 
 test-unit:
 	$(GO) test -race -count=1 $(RACE_PKGS)
-	$(GO) test -count=1 ./api/... ./domain/... ./domains/... ./buildinfo/... ./ident/... ./node/... ./cmd/... ./bench/... ./arweave/... ./cid/...
+	$(GO) test -count=1 ./api/... ./domain/... ./domains/... ./buildinfo/... ./ident/... ./node/... ./cmd/... ./bench/... ./arweave/... ./cid/... ./tlog/...
 	$(GO) test -count=1 ./test/deploy/
 
 test-crash:
