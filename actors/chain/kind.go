@@ -312,7 +312,7 @@ func (a *actor) pump(ctx *actors.Context, m meta) error {
 			sizes[tx.DataSize] = true
 		}
 	}
-	items, err := ctx.List(actors.ListOptions{Prefix: []byte("q/"), Limit: min(max(room, 0), prepareBatch)})
+	items, err := nextQueued(ctx, room)
 	if err != nil {
 		return err
 	}
@@ -354,6 +354,15 @@ func (a *actor) pump(ctx *actors.Context, m meta) error {
 		}
 		return json.Marshal(p)
 	})
+}
+
+// nextQueued lists the queued events the next signing may take: none when room (the events
+// that may still be signed before MaxInFlight are unconfirmed) is not positive.
+func nextQueued(ctx *actors.Context, room int) ([]actors.KV, error) {
+	if room <= 0 {
+		return nil, nil // (a Limit of 0 would list them all)
+	}
+	return ctx.List(actors.ListOptions{Prefix: []byte("q/"), Limit: min(room, prepareBatch)})
 }
 
 // prepared is the result of the "prepare" effect.

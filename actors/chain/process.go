@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -57,7 +59,8 @@ func (a *actor) poll(ctx *actors.Context, m meta) error {
 	if a.polling {
 		return nil
 	}
-	recs, err := ctx.List(actors.ListOptions{Start: eventKey(m.ConfirmedSeq + 1), End: []byte("e0"), Limit: a.cfg.MaxInFlight})
+	// Every unconfirmed event, also past MaxInFlight (lowered since they were signed).
+	recs, err := ctx.List(actors.ListOptions{Start: eventKey(m.ConfirmedSeq + 1), End: []byte("e0")})
 	if err != nil {
 		return err
 	}
@@ -74,7 +77,7 @@ func (a *actor) poll(ctx *actors.Context, m meta) error {
 	a.polling = true
 	gw, timeout := a.cfg.Gateway, a.cfg.CallTimeout
 	return ctx.Effect("poll", func(c context.Context) ([]byte, error) {
-		out := map[int64]string{}
+		out := map[int64]polledState{}
 		// The height is read before the statuses: a transaction missing at a height past its
 		// anchor's validity was missing then too.
 		hc, cancel := context.WithTimeout(c, timeout)
@@ -87,16 +90,18 @@ func (a *actor) poll(ctx *actors.Context, m meta) error {
 			cc, cancel := context.WithTimeout(c, timeout)
 			s, err := gw.StatusOf(cc, id)
 			cancel()
+			st := polledState{TxID: id}
 			switch {
 			case errors.Is(err, arweave.ErrNotFound):
-				out[seq] = "missing"
+				st.State = "missing"
 			case err != nil:
-				out[seq] = "unknown"
+				st.State = "unknown"
 			case s.Pending:
-				out[seq] = "pending"
+				st.State = "pending"
 			default:
-				out[seq] = "mined:" + strconv.FormatInt(s.Confirmations, 10)
+				st.State = "mined:" + strconv.FormatInt(s.Confirmations, 10)
 			}
+			out[seq] = st
 		}
 		return json.Marshal(polled{Height: height, States: out})
 	})
@@ -125,13 +130,14 @@ func (a *actor) HandleEffect(ctx *actors.Context, r actors.EffectResult) error {
 		}
 		return a.pump(ctx, m)
 	case strings.HasPrefix(r.Name, "post:"):
-		seq, _ := strconv.ParseInt(strings.TrimPrefix(r.Name, "post:"), 10, 64)
+		seqStr, txID, _ := strings.Cut(strings.TrimPrefix(r.Name, "post:"), ":")
+		seq, _ := strconv.ParseInt(seqStr, 10, 64)
 		if r.Err != nil {
 			return nil // the poll finds out, and posts it again if the node does not have it
 		}
 		rec, found, err := load[record](ctx, eventKey(seq))
-		if err != nil || !found || rec.Status != StatusSigned {
-			return err
+		if err != nil || !found || rec.Status != StatusSigned || rec.TxID != txID {
+			return err // (a transaction since replaced: its answer says nothing of the new one)
 		}
 		rec.Status = StatusPosted
 		store(ctx, eventKey(seq), rec)
@@ -144,8 +150,13 @@ func (a *actor) HandleEffect(ctx *actors.Context, r actors.EffectResult) error {
 				return err
 			}
 		}
-		for seq, state := range p.States {
-			expired, err := a.observe(ctx, seq, state, p.Height)
+		seqs := make([]int64, 0, len(p.States))
+		for seq := range p.States {
+			seqs = append(seqs, seq)
+		}
+		slices.Sort(seqs) // lowest first: reposts go out in seq order, and stop at an expiry
+		for _, seq := range seqs {
+			expired, err := a.observe(ctx, seq, p.States[seq], p.Height, m.ResignFrom)
 			if err != nil {
 				return err
 			}
@@ -179,7 +190,7 @@ func (a *actor) sign(ctx *actors.Context, m meta, p prepared) (meta, error) {
 		}
 	}
 	room := a.cfg.MaxInFlight - int(m.Seq-m.ConfirmedSeq)
-	items, err := ctx.List(actors.ListOptions{Prefix: []byte("q/"), Limit: min(max(room, 0), prepareBatch)})
+	items, err := nextQueued(ctx, room)
 	if err != nil {
 		return m, err
 	}
@@ -266,7 +277,7 @@ func (a *actor) setLatest(ctx *actors.Context, rec record) error {
 // post posts the signed transaction of event seq (after this message commits).
 func (a *actor) post(ctx *actors.Context, seq int64, tx *arweave.Tx) error {
 	gw, timeout := a.cfg.Gateway, a.cfg.CallTimeout
-	return ctx.Effect("post:"+strconv.FormatInt(seq, 10), func(c context.Context) ([]byte, error) {
+	return ctx.Effect("post:"+strconv.FormatInt(seq, 10)+":"+tx.IDString(), func(c context.Context) ([]byte, error) {
 		c, cancel := context.WithTimeout(c, timeout)
 		defer cancel()
 		return nil, gw.Post(c, tx)
@@ -276,11 +287,12 @@ func (a *actor) post(ctx *actors.Context, seq int64, tx *arweave.Tx) error {
 // observe records what the gateway said of event seq: mined deep enough is confirmed (its
 // transaction bytes are no longer needed); unknown to the node is posted again with its
 // same bytes.
-func (a *actor) observe(ctx *actors.Context, seq int64, state string, height int64) (expired bool, err error) {
+func (a *actor) observe(ctx *actors.Context, seq int64, st polledState, height, resignFrom int64) (expired bool, err error) {
 	rec, found, err := load[record](ctx, eventKey(seq))
-	if err != nil || !found || rec.Status == StatusConfirmed {
-		return false, err
+	if err != nil || !found || rec.Status == StatusConfirmed || rec.TxID != st.TxID {
+		return false, err // (asked about a transaction since replaced: nothing to learn)
 	}
+	state := st.State
 	switch {
 	case strings.HasPrefix(state, "mined:"):
 		conf, _ := strconv.ParseInt(strings.TrimPrefix(state, "mined:"), 10, 64)
@@ -300,12 +312,20 @@ func (a *actor) observe(ctx *actors.Context, seq int64, state string, height int
 	case state == "pending" && rec.Status == StatusSigned:
 		rec.Status = StatusPosted
 		store(ctx, eventKey(seq), rec)
-	case state == "missing" && !rec.Mined:
-		// Unknown to the node: dropped from its mempool, or never taken. While its anchor is
-		// valid the same bytes are posted again; past it, the transaction can never be
-		// mined, and the event is signed again (see sign).
-		if height > rec.AnchorHeight+a.cfg.AnchorDepth {
+	case state == "missing":
+		// Unknown to the node: dropped from its mempool (or from a block a fork dropped), or
+		// never taken. While its anchor is valid the same bytes are posted again; past it
+		// (with a margin), the transaction can never be mined, and the event is signed again
+		// (see resign). Events after one being signed again are not posted: they will be too.
+		if rec.Mined {
+			rec.Mined = false
+			store(ctx, eventKey(seq), rec)
+		}
+		if a.expired(rec, height) {
 			return true, nil
+		}
+		if resignFrom > 0 && seq > resignFrom {
+			return false, nil
 		}
 		var tx arweave.Tx
 		if err := json.Unmarshal(rec.Tx, &tx); err != nil {
@@ -318,8 +338,23 @@ func (a *actor) observe(ctx *actors.Context, seq int64, state string, height int
 
 // polled is the result of the "poll" effect.
 type polled struct {
-	Height int64            `json:"height"`
-	States map[int64]string `json:"states"`
+	Height int64                 `json:"height"`
+	States map[int64]polledState `json:"states"`
+}
+
+// polledState is what the node said of one event's transaction.
+type polledState struct {
+	TxID  string `json:"tx_id"`
+	State string `json:"state"` // missing, unknown, pending, mined:<confirmations>
+}
+
+// expiryMargin is how many blocks past its anchor's validity a transaction must be before it
+// counts as never to be mined: a gateway's height may lag the network's.
+const expiryMargin = 5
+
+// expired reports whether rec's transaction can never be mined at height.
+func (a *actor) expired(rec record, height int64) bool {
+	return height > rec.AnchorHeight+a.cfg.AnchorDepth+expiryMargin
 }
 
 // unmined returns the signed events from seq from on that no block holds.
@@ -346,9 +381,29 @@ func (a *actor) unmined(ctx *actors.Context, from int64) ([]record, error) {
 // Each keeps its seq, version and manifest; its new transaction is committed before it is
 // posted, and its old one, which can never be mined, is listed as replaced.
 func (a *actor) resign(ctx *actors.Context, m meta, p prepared) (meta, error) {
+	first, _, err := load[record](ctx, eventKey(m.ResignFrom))
+	if err != nil {
+		return m, err
+	}
+	if first.Mined || first.Status == StatusConfirmed {
+		m.ResignFrom = 0 // the node had it after all
+		return m, nil
+	}
 	recs, err := a.unmined(ctx, m.ResignFrom)
 	if err != nil {
 		return m, err
+	}
+	// Signed again only once none of the old transactions can be mined any more (a later
+	// one may have a younger anchor): there is never a second transaction for a seq. And all
+	// at once, or none: the prices must cover every size.
+	for _, rec := range recs {
+		var old arweave.Tx
+		if err := json.Unmarshal(rec.Tx, &old); err != nil {
+			return m, err
+		}
+		if _, priced := p.Prices[old.DataSize]; !priced || !a.expired(rec, p.Height) {
+			return m, nil // the next poll or prepare tries again
+		}
 	}
 	for _, rec := range recs {
 		var old arweave.Tx
@@ -371,7 +426,7 @@ func (a *actor) resign(ctx *actors.Context, m meta, p prepared) (meta, error) {
 		data, tags := Payload(ctx.ID(), &ev, prev)
 		reward, ok := p.Prices[len(data)]
 		if !ok {
-			return m, nil // priced for other sizes: the next pump prices these
+			return m, fmt.Errorf("chain %s: event %d's payload changed size on signing again", ctx.ID(), rec.Seq)
 		}
 		tx := arweave.NewTx(data, tags)
 		tx.LastTx, tx.Reward = p.Anchor, reward
