@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/shardkeeper/shardkeeper/actors"
@@ -86,23 +87,36 @@ func (a *actor) poll(ctx *actors.Context, m meta) error {
 		if err != nil {
 			return nil, err
 		}
+		// At most pollParallel questions at once, all within one timeout: a slow node delays
+		// the next poll by that much at most, and an unanswered question counts as unknown.
+		cc, cancel := context.WithTimeout(c, timeout)
+		defer cancel()
+		var mu sync.Mutex
+		var wg sync.WaitGroup
+		slots := make(chan struct{}, pollParallel)
 		for seq, id := range ids {
-			cc, cancel := context.WithTimeout(c, timeout)
-			s, err := gw.StatusOf(cc, id)
-			cancel()
-			st := polledState{TxID: id}
-			switch {
-			case errors.Is(err, arweave.ErrNotFound):
-				st.State = "missing"
-			case err != nil:
-				st.State = "unknown"
-			case s.Pending:
-				st.State = "pending"
-			default:
-				st.State = "mined:" + strconv.FormatInt(s.Confirmations, 10)
-			}
-			out[seq] = st
+			wg.Add(1)
+			slots <- struct{}{}
+			go func() {
+				defer func() { <-slots; wg.Done() }()
+				s, err := gw.StatusOf(cc, id)
+				st := polledState{TxID: id}
+				switch {
+				case errors.Is(err, arweave.ErrNotFound):
+					st.State = "missing"
+				case err != nil:
+					st.State = "unknown"
+				case s.Pending:
+					st.State = "pending"
+				default:
+					st.State = "mined:" + strconv.FormatInt(s.Confirmations, 10)
+				}
+				mu.Lock()
+				out[seq] = st
+				mu.Unlock()
+			}()
 		}
+		wg.Wait()
 		return json.Marshal(polled{Height: height, States: out})
 	})
 }
@@ -309,6 +323,9 @@ func (a *actor) observe(ctx *actors.Context, seq int64, st polledState, height, 
 			v.Status = StatusConfirmed
 			store(ctx, versionKey(rec.EntityID, rec.Ver), v)
 		}
+	case state == "pending" && a.expired(rec, height):
+		// Waiting in a mempool past its anchor's validity: it can never be mined.
+		return true, nil
 	case state == "pending" && rec.Status == StatusSigned:
 		rec.Status = StatusPosted
 		store(ctx, eventKey(seq), rec)
@@ -347,6 +364,9 @@ type polledState struct {
 	TxID  string `json:"tx_id"`
 	State string `json:"state"` // missing, unknown, pending, mined:<confirmations>
 }
+
+// pollParallel bounds the status questions of one poll asked at once.
+const pollParallel = 8
 
 // expiryMargin is how many blocks past its anchor's validity a transaction must be before it
 // counts as never to be mined: a gateway's height may lag the network's.

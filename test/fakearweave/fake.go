@@ -113,7 +113,8 @@ func (f *Fake) mineEvery(d time.Duration) {
 	}
 }
 
-// Mine mines one block holding the mempool, less what the EvictFromMempool fault drops.
+// Mine mines one block holding the mempool, less what the EvictFromMempool fault drops and
+// the transactions whose anchor expired.
 func (f *Fake) Mine() {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -121,7 +122,9 @@ func (f *Fake) Mine() {
 	f.blocks = append(f.blocks, randomHash())
 	for _, id := range f.mempool {
 		e := f.txs[id]
-		if f.dice.Float64() < f.faults.EvictFromMempool {
+		// Evicted by the fault, or its anchor no longer among the last AnchorDepth blocks: a
+		// node never mines such a transaction, and drops it.
+		if f.dice.Float64() < f.faults.EvictFromMempool || !f.recentBlock(e.tx.LastTx) {
 			delete(f.txs, id)
 			continue
 		}
