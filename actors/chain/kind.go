@@ -175,8 +175,7 @@ func (a *actor) Receive(ctx *actors.Context, req actors.Request) ([]byte, error)
 		if err != nil || !found {
 			return nil, orNotFound(err, "unknown_event", "no event %d in chain %s", seq, ctx.ID())
 		}
-		return json.Marshal(eventView{Seq: r.Seq, EntityID: r.EntityID, Ver: r.Ver, CID: r.CID, Op: r.Op, Vis: r.Vis, TS: r.TS,
-			TxID: r.TxID, PrevTx: r.PrevTx, PrevCID: r.PrevCID, Status: r.Status})
+		return json.Marshal(r.eventView)
 	case MethodEntity:
 		r, found, err := load[json.RawMessage](ctx, latestKey(string(req.Body)))
 		if err != nil || !found {

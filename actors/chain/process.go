@@ -227,8 +227,8 @@ func (a *actor) sign(ctx *actors.Context, m meta, p prepared) (meta, error) {
 		}
 		signed, _ := json.Marshal(tx)
 		seq, id := prev.Seq+1, tx.IDString()
-		rec := record{Seq: seq, EntityID: v.EntityID, Ver: v.Ver, CID: v.CID, Op: v.Op, Vis: v.Vis, TS: v.TS,
-			TxID: id, Status: StatusSigned, Tx: signed, AnchorHeight: p.Height}
+		rec := record{eventView: eventView{Seq: seq, EntityID: v.EntityID, Ver: v.Ver, CID: v.CID, Op: v.Op, Vis: v.Vis, TS: v.TS,
+			TxID: id, Status: StatusSigned}, Tx: signed, AnchorHeight: p.Height}
 		if prev.Seq > 0 {
 			rec.PrevTx, rec.PrevCID = &prev.TxID, &prev.CID
 		}

@@ -54,20 +54,10 @@ type version struct {
 	Queue     uint64 `json:"queue,omitempty"` // its q/ key while queued
 }
 
-// record is a signed event.
+// record is a signed event: what MethodEvent shows of it, and what only the actor needs.
 type record struct {
-	Seq      int64           `json:"seq"`
-	EntityID string          `json:"entity_id"`
-	Ver      int64           `json:"ver"`
-	CID      string          `json:"cid"`
-	Op       string          `json:"op"`
-	Vis      string          `json:"vis"`
-	TS       int64           `json:"ts"`
-	TxID     string          `json:"tx_id"`
-	PrevTx   *string         `json:"prev_tx"`
-	PrevCID  *string         `json:"prev_cid"`
-	Status   string          `json:"status"`
-	Tx       json.RawMessage `json:"tx,omitempty"` // the signed transaction, until confirmed
+	eventView
+	Tx json.RawMessage `json:"tx,omitempty"` // the signed transaction, until confirmed
 	// AnchorHeight is (at least) the height of the transaction's anchor; Mined is set once
 	// the node showed it in a block; Replaced lists the transactions this event had before,
 	// which expired unmined (never on the chain, and never to be).
