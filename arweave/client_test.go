@@ -8,7 +8,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"sync"
 	"testing"
 )
@@ -72,11 +71,7 @@ func TestClient(t *testing.T) {
 	defer srv.Close()
 	c := NewClient(srv.URL, nil)
 	ctx := context.Background()
-	b, _ := os.ReadFile("testdata/wallet.json")
-	w, err := ParseWallet(b)
-	if err != nil {
-		t.Fatal(err)
-	}
+	w := TestWallet(t)
 	if a, err := c.Anchor(ctx); err != nil || len(a) != 48 {
 		t.Fatalf("anchor %x %v", a, err)
 	}

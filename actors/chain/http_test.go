@@ -10,6 +10,7 @@ import (
 
 	"github.com/shardkeeper/shardkeeper/actors/chain"
 	"github.com/shardkeeper/shardkeeper/api/apitest"
+	"github.com/shardkeeper/shardkeeper/arweave"
 	"github.com/shardkeeper/shardkeeper/config"
 	"github.com/shardkeeper/shardkeeper/test/await"
 	"github.com/shardkeeper/shardkeeper/test/fakearweave"
@@ -22,12 +23,8 @@ func startChainNode(t *testing.T, gateway bool) *apitest.Node {
 	f := fakearweave.New(fakearweave.Config{BlockInterval: 20 * time.Millisecond})
 	srv := httptest.NewServer(f)
 	t.Cleanup(func() { srv.Close(); f.Close() })
-	b, err := os.ReadFile("../../arweave/testdata/wallet.json")
-	if err != nil {
-		t.Fatal(err)
-	}
 	wallet := filepath.Join(t.TempDir(), "wallet.json")
-	if err := os.WriteFile(wallet, b, 0o600); err != nil {
+	if err := os.WriteFile(wallet, arweave.TestWalletJWK(t), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	return apitest.Start(t, func(c *config.Config) {

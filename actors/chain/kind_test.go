@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http/httptest"
-	"os"
 	"sort"
 	"sync/atomic"
 	"testing"
@@ -39,14 +38,7 @@ func newChainEnvOn(t *testing.T, cfg Config, fc fakearweave.Config) *chainEnv {
 	f := fakearweave.New(fc)
 	srv := httptest.NewServer(f)
 	t.Cleanup(func() { srv.Close(); f.Close() })
-	b, err := os.ReadFile("../../arweave/testdata/wallet.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	w, err := arweave.ParseWallet(b)
-	if err != nil {
-		t.Fatal(err)
-	}
+	w := arweave.TestWallet(t)
 	gw := arweave.NewClient(srv.URL, nil)
 	cfg.Gateway, cfg.Wallet = gw, w
 	if cfg.PollInterval == 0 {

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http/httptest"
-	"os"
 	"strings"
 	"testing"
 
@@ -26,14 +25,7 @@ func newAnchorer(t *testing.T) *anchorer {
 	f := fakearweave.New(fakearweave.Config{Manual: true})
 	srv := httptest.NewServer(f)
 	t.Cleanup(func() { srv.Close(); f.Close() })
-	b, err := os.ReadFile("../../arweave/testdata/wallet.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	w, err := arweave.ParseWallet(b)
-	if err != nil {
-		t.Fatal(err)
-	}
+	w := arweave.TestWallet(t)
 	return &anchorer{t: t, c: arweave.NewClient(srv.URL, nil), fake: f, w: w}
 }
 

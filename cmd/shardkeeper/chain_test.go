@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"strings"
 	"testing"
 
@@ -24,14 +23,7 @@ func TestChainVerify(t *testing.T) {
 	defer srv.Close()
 	defer f.Close()
 	c := arweave.NewClient(srv.URL, nil)
-	b, err := os.ReadFile("../../arweave/testdata/wallet.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	w, err := arweave.ParseWallet(b)
-	if err != nil {
-		t.Fatal(err)
-	}
+	w := arweave.TestWallet(t)
 	post := func(prev chain.Link, n int) chain.Link {
 		e := &chain.Event{EntityID: "e", Ver: int64(n), Op: "create", Vis: "public", TS: 1, Manifest: json.RawMessage(fmt.Sprintf(`{"n":%d}`, n))}
 		if err := e.Normalize(); err != nil {

@@ -42,10 +42,7 @@ func TestChainSurvivesKill(t *testing.T) {
 	gateway := "http://" + gwAddr
 
 	dir := t.TempDir()
-	wallet, err := os.ReadFile(filepath.Join(moduleRoot(t), "arweave", "testdata", "wallet.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	wallet := arweave.TestWalletJWK(t)
 	walletFile := filepath.Join(dir, "wallet.json")
 	tokenFile := filepath.Join(dir, "chain.token")
 	token := strings.Repeat("c", 40)
@@ -181,14 +178,4 @@ func leaderOf(t *testing.T, nodes []*proc.Node, p uint32) *proc.Node {
 	}
 	t.Fatalf("no leader of partition %d", p)
 	return nil
-}
-
-// moduleRoot is the repository's root (the test runs in test/crash).
-func moduleRoot(t *testing.T) string {
-	t.Helper()
-	wd, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return filepath.Join(wd, "..", "..")
 }

@@ -8,7 +8,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"testing"
 
 	"github.com/shardkeeper/shardkeeper/arweave"
@@ -16,14 +15,7 @@ import (
 
 func wallet(t *testing.T) *arweave.Wallet {
 	t.Helper()
-	b, err := os.ReadFile("../../arweave/testdata/wallet.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	w, err := arweave.ParseWallet(b)
-	if err != nil {
-		t.Fatal(err)
-	}
+	w := arweave.TestWallet(t)
 	return w
 }
 
