@@ -96,15 +96,17 @@ func Start(cfg config.Config, opts Options) (n *Node, err error) {
 	if n.disk, err = persistence.NewDiskGuard(cfg.DataDir, cfg.DiskMinFree, cfg.DiskBallast, logger); err != nil {
 		return nil, err
 	}
-	n.wg.Add(1)
-	go func() { defer n.wg.Done(); n.disk.Run(n.stop, time.Second) }()
+	// Captured, not read through n: an error return sets n (the named result) to nil.
+	disk, stop, wg := n.disk, n.stop, &n.wg
+	wg.Add(1)
+	go func() { defer wg.Done(); disk.Run(stop, time.Second) }()
 	n.registry.MustRegister(
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "shardkeeper_disk_free_bytes",
 			Help: "Free space of the data directory's file system, as last measured."},
-			func() float64 { return float64(n.disk.Free()) }),
+			func() float64 { return float64(disk.Free()) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "shardkeeper_disk_low",
 			Help: "1 while the node refuses writes for lack of disk space (--disk-min-free, or a write met ENOSPC)."},
-			func() float64 { return b2f(n.disk.Low()) }))
+			func() float64 { return b2f(disk.Low()) }))
 	if n.store, err = persistence.Open(filepath.Join(cfg.DataDir, "pebble"), logger, n.disk); err != nil {
 		return nil, err
 	}
@@ -212,7 +214,8 @@ func Start(cfg config.Config, opts Options) (n *Node, err error) {
 	n.http = &http.Server{Handler: n.drainAware(handler), ConnState: guard.ConnState}
 	timeouts.Apply(n.http)
 	ln := guard.Listener(n.ln)
-	go func() { n.served <- n.http.Serve(ln) }()
+	srv, served := n.http, n.served // (n is nil after an error return below)
+	go func() { served <- srv.Serve(ln) }()
 	if cfg.DebugAddr != "" {
 		if n.debug, err = startDebug(cfg.DebugAddr, logger); err != nil {
 			return nil, err
