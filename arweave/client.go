@@ -61,6 +61,10 @@ func (c *Client) Anchor(ctx context.Context) ([]byte, error) {
 	return a, nil
 }
 
+// PricedChunks is the number of whole chunks size bytes of data count as: the network prices data
+// by MaxChunkSize chunks, so every size of one count has one price.
+func PricedChunks(size int) int { return (size + MaxChunkSize - 1) / MaxChunkSize }
+
 // Price returns the reward, in winston, of a transaction carrying size bytes (GET
 // /price/{bytes}).
 func (c *Client) Price(ctx context.Context, size int) (string, error) {

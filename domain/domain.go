@@ -4,6 +4,7 @@
 package domain
 
 import (
+	"errors"
 	"fmt"
 	"net/http"
 
@@ -145,4 +146,19 @@ func handle(mux *http.ServeMux, r api.Route) (err error) {
 	}()
 	mux.Handle(r.Pattern, r.Handler)
 	return nil
+}
+
+// Register registers c on reg, or returns the collector of the same description already
+// there (a second node of one registry, in tests, shares it).
+func Register[C prometheus.Collector](reg prometheus.Registerer, c C) C {
+	if err := reg.Register(c); err != nil {
+		var are prometheus.AlreadyRegisteredError
+		if errors.As(err, &are) {
+			if existing, ok := are.ExistingCollector.(C); ok {
+				return existing
+			}
+		}
+		panic(err) // two instruments of one name and different shapes: a programming error
+	}
+	return c
 }

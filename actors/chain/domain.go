@@ -18,14 +18,15 @@ import (
 // Options are the chain's settings. The wallet and token files are read when the
 // configuration loads, so that a bad file stops the process at start naming the flag.
 type Options struct {
-	Gateway       string        // --arweave-gateway
-	WalletFile    string        // --arweave-wallet
-	Token         string        // --chain-token
-	TokenFile     string        // --chain-token-file
-	MaxInFlight   int           // --chain-max-in-flight
-	Confirmations int           // --chain-confirmations
-	LogKeyFile    string        // --chain-log-key
-	PollInterval  time.Duration // --chain-poll-interval
+	Gateway        string        // --arweave-gateway
+	WalletFile     string        // --arweave-wallet
+	Token          string        // --chain-token
+	TokenFile      string        // --chain-token-file
+	MaxInFlight    int           // --chain-max-in-flight
+	MaxUnconfirmed int           // --chain-max-unconfirmed
+	Confirmations  int           // --chain-confirmations
+	LogKeyFile     string        // --chain-log-key
+	PollInterval   time.Duration // --chain-poll-interval
 
 	wallet *arweave.Wallet
 	signer note.Signer
@@ -38,7 +39,8 @@ var Settings = config.NewSection("attestation chain", func(o *Options) []config.
 		config.String(&o.WalletFile, "arweave-wallet", "", "JWK file of the RSA wallet (2048 to 4096 bits) that signs chain transactions (refused if other users can read it)").Checked(o.loadWallet),
 		config.String(&o.Token, "chain-token", "", "bearer token of chain writes; empty disables them (prefer --chain-token-file)"),
 		config.String(&o.TokenFile, "chain-token-file", "", "file holding the chain token (not shown in ps)").Checked(o.loadToken),
-		config.Int(&o.MaxInFlight, "chain-max-in-flight", "256", "events per chain signed and not yet confirmed; they are posted in seq order").Checked(config.AtLeast(&o.MaxInFlight, 1)),
+		config.Int(&o.MaxInFlight, "chain-max-in-flight", "256", "uploads (POST /tx) under way per chain; they start in seq order").Checked(config.AtLeast(&o.MaxInFlight, 1)),
+		config.Int(&o.MaxUnconfirmed, "chain-max-unconfirmed", "10000", "events per chain signed and not yet confirmed; signing waits while this many are").Checked(config.AtLeast(&o.MaxUnconfirmed, 1)),
 		config.Int(&o.Confirmations, "chain-confirmations", "1", "blocks deep before an event counts as confirmed").Checked(config.AtLeast(&o.Confirmations, 1)),
 		config.Duration(&o.PollInterval, "chain-poll-interval", "5s", "how often a chain asks the gateway about its events not yet confirmed (an Arweave block takes about two minutes)").Checked(config.Positive(&o.PollInterval)),
 		config.String(&o.LogKeyFile, "chain-log-key", "", "file holding the signed-note private key (PRIVATE+KEY+<name>+…, made by shardkeeper chain log-key) that signs the chains' checkpoints; readable by its owner only").Checked(o.loadLogKey),
@@ -114,12 +116,13 @@ func Domain() domain.Domain {
 	return domain.Domain{
 		Name:     "chain",
 		Settings: Settings,
-		Kinds: func(cfg config.Config, _ domain.Env) []actors.Kind {
+		Kinds: func(cfg config.Config, env domain.Env) []actors.Kind {
 			o := Settings.Get(cfg)
 			if config.WeakToken(o.Token) {
 				slog.Warn("the chain token is weak: shorter than 32 bytes", "min_bytes", config.MinTokenBytes)
 			}
-			kc := Config{MaxInFlight: o.MaxInFlight, Confirmations: int64(o.Confirmations), LogSigner: o.signer, PollInterval: o.PollInterval}
+			kc := Config{MaxInFlight: o.MaxInFlight, MaxUnconfirmed: o.MaxUnconfirmed, Confirmations: int64(o.Confirmations),
+				LogSigner: o.signer, PollInterval: o.PollInterval, Metrics: NewMetrics(env.Registerer)}
 			if o.wallet != nil {
 				kc.Gateway, kc.Wallet = arweave.NewClient(o.Gateway, nil), o.wallet
 			}

@@ -59,8 +59,17 @@ type Gateway interface {
 type Config struct {
 	Gateway Gateway
 	Wallet  *arweave.Wallet
-	// MaxInFlight bounds the events signed and not yet confirmed (default 256).
+	// MaxInFlight bounds the posts (POST /tx) under way (default 256); they start in seq
+	// order.
 	MaxInFlight int
+	// MaxUnconfirmed bounds the events signed and not yet confirmed (default 10000): what a
+	// poll asks about, and what an expired anchor has signed again.
+	MaxUnconfirmed int
+	// AnchorReuse is how long an anchor and prices read from the gateway are used for signing
+	// (default 30s; sooner renewed when the polls see the chain grow by a fifth of
+	// AnchorDepth).
+	AnchorReuse time.Duration
+	Metrics     *Metrics
 	// Confirmations is how deep an event's block must be for it to count as confirmed
 	// (default 1).
 	Confirmations int64
@@ -78,6 +87,12 @@ type Config struct {
 func (c Config) withDefaults() Config {
 	if c.MaxInFlight <= 0 {
 		c.MaxInFlight = 256
+	}
+	if c.MaxUnconfirmed <= 0 {
+		c.MaxUnconfirmed = 10000
+	}
+	if c.AnchorReuse <= 0 {
+		c.AnchorReuse = 30 * time.Second
 	}
 	if c.Confirmations <= 0 {
 		c.Confirmations = 1
@@ -97,17 +112,21 @@ func (c Config) withDefaults() Config {
 // Kind returns the chain kind.
 func Kind(cfg Config) actors.Kind {
 	cfg = cfg.withDefaults()
-	return actors.Kind{Name: KindName, New: func(string) actors.Handler { return &actor{cfg: cfg} }}
+	// Every post under way is an effect, with a prepare and a poll beside them.
+	return actors.Kind{Name: KindName, MaxEffects: cfg.MaxInFlight + 2,
+		New: func(name string) actors.Handler { return &actor{cfg: cfg, name: name} }}
 }
 
-// prepareBatch is how many queued events one gateway round trip (anchor and prices) signs.
-const prepareBatch = 32
-
-// actor is one chain's activation.
+// actor is one chain's activation. Its fields live in memory only: a new activation starts
+// with none of them, and learns what was under way from storage.
 type actor struct {
 	cfg       Config
-	preparing bool // a "prepare" effect is running
-	polling   bool // a "poll" effect is running
+	name      string
+	preparing bool  // a "prepare" effect is running
+	polling   bool  // a "poll" effect is running
+	posting   int   // posts requested and not answered yet
+	quote     quote // the anchor and prices last read
+	height    int64 // the highest height a poll read
 }
 
 // Appended is the reply of MethodAppend.
@@ -283,90 +302,9 @@ func (a *actor) append(ctx *actors.Context, e *Event) ([]byte, error) {
 	m.Queued++
 	m.UpdatedAt = now
 	store(ctx, metaKey, m)
+	a.cfg.Metrics.event(eventAccepted, 1)
 	if err := a.pump(ctx, m); err != nil {
 		return nil, err
 	}
 	return json.Marshal(Appended{Chain: ctx.ID(), EntityID: e.EntityID, Ver: e.Ver, CID: e.CID, Status: StatusQueued, CreatedAt: now, Created: true})
-}
-
-// pump asks the gateway for what signing the next queued events needs (an anchor, their
-// prices), unless that is under way or the in-flight bound is reached.
-func (a *actor) pump(ctx *actors.Context, m meta) error {
-	room := a.cfg.MaxInFlight - int(m.Seq-m.ConfirmedSeq)
-	if a.cfg.Gateway == nil || a.preparing || ((m.Queued == 0 || room <= 0) && m.ResignFrom == 0) {
-		return nil // no gateway: writes are refused at the route, nothing is queued
-	}
-	sizes := map[int]bool{}
-	if m.ResignFrom > 0 {
-		// Events signed again keep their payload's size (the links they change are as long).
-		recs, err := a.unmined(ctx, m.ResignFrom)
-		if err != nil {
-			return err
-		}
-		for _, r := range recs {
-			var tx arweave.Tx
-			if err := json.Unmarshal(r.Tx, &tx); err != nil {
-				return err
-			}
-			sizes[tx.DataSize] = true
-		}
-	}
-	items, err := nextQueued(ctx, room)
-	if err != nil {
-		return err
-	}
-	// The payloads' sizes do not depend on the transaction ids they will link (all 43
-	// characters): they are known now, before signing.
-	prev := Link{Seq: m.Seq, TxID: m.TxID, CID: m.CID}
-	for _, it := range items {
-		v, _, err := load[version](ctx, it.Value)
-		if err != nil {
-			return err
-		}
-		if prev.TxID == "" {
-			prev.TxID = strings.Repeat("x", 43)
-		}
-		data, _ := Payload(ctx.ID(), &v.Event, prev)
-		sizes[len(data)] = true
-		prev = Link{Seq: prev.Seq + 1, TxID: strings.Repeat("x", 43), CID: v.CID}
-	}
-	a.preparing = true
-	gw, timeout := a.cfg.Gateway, a.cfg.CallTimeout
-	return ctx.Effect("prepare", func(c context.Context) ([]byte, error) {
-		c, cancel := context.WithTimeout(c, timeout)
-		defer cancel()
-		anchor, err := gw.Anchor(c)
-		if err != nil {
-			return nil, err
-		}
-		// The height is read after the anchor, so that it is at least the anchor's: expiry is
-		// then never judged early.
-		height, err := gw.Height(c)
-		if err != nil {
-			return nil, err
-		}
-		p := prepared{Anchor: anchor, Height: height, Prices: map[int]string{}}
-		for size := range sizes {
-			if p.Prices[size], err = gw.Price(c, size); err != nil {
-				return nil, err
-			}
-		}
-		return json.Marshal(p)
-	})
-}
-
-// nextQueued lists the queued events the next signing may take: none when room (the events
-// that may still be signed before MaxInFlight are unconfirmed) is not positive.
-func nextQueued(ctx *actors.Context, room int) ([]actors.KV, error) {
-	if room <= 0 {
-		return nil, nil // (a Limit of 0 would list them all)
-	}
-	return ctx.List(actors.ListOptions{Prefix: []byte("q/"), Limit: min(room, prepareBatch)})
-}
-
-// prepared is the result of the "prepare" effect.
-type prepared struct {
-	Anchor []byte         `json:"anchor"`
-	Height int64          `json:"height"` // at least the anchor's
-	Prices map[int]string `json:"prices"`
 }

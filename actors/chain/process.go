@@ -19,7 +19,6 @@ import (
 // unconfirmed event is checked by id at once (and posted again, same bytes, if the node does
 // not know it).
 func (a *actor) Activate(ctx *actors.Context) error {
-	a.preparing, a.polling = false, false
 	m, _, err := load[meta](ctx, metaKey)
 	if err != nil {
 		return err
@@ -31,6 +30,9 @@ func (a *actor) Activate(ctx *actors.Context) error {
 	}
 	return a.pump(ctx, m)
 }
+
+// Deactivate implements actors.Deactivator: the chain's gauges go with its activation.
+func (a *actor) Deactivate() { a.cfg.Metrics.drop(a.name) }
 
 // Alarm runs the "poll" and "pump" alarms.
 func (a *actor) Alarm(ctx *actors.Context, al actors.Alarm) error {
@@ -60,8 +62,10 @@ func (a *actor) poll(ctx *actors.Context, m meta) error {
 	if a.polling {
 		return nil
 	}
-	// Every unconfirmed event, also past MaxInFlight (lowered since they were signed).
-	recs, err := ctx.List(actors.ListOptions{Start: eventKey(m.ConfirmedSeq + 1), End: []byte("e0")})
+	// The oldest unconfirmed events: confirmed_seq advances from there, and a later event
+	// dropped by the node is posted again once it is among them (or signed again, should its
+	// anchor expire first).
+	recs, err := ctx.List(actors.ListOptions{Start: eventKey(m.ConfirmedSeq + 1), End: []byte("e0"), Limit: pollWindow})
 	if err != nil {
 		return err
 	}
@@ -130,32 +134,24 @@ func (a *actor) HandleEffect(ctx *actors.Context, r actors.EffectResult) error {
 	}
 	switch {
 	case r.Name == "prepare":
-		a.preparing = false
-		if r.Err != nil {
-			return a.prepareFailed(ctx, m, r.Err)
-		}
-		m.Attempts = 0
-		var p prepared
-		if err := json.Unmarshal(r.Output, &p); err != nil {
-			return err
-		}
-		if m, err = a.sign(ctx, m, p); err != nil {
-			return err
-		}
-		return a.pump(ctx, m)
+		return a.prepareDone(ctx, m, r)
 	case strings.HasPrefix(r.Name, "post:"):
 		seqStr, txID, _ := strings.Cut(strings.TrimPrefix(r.Name, "post:"), ":")
 		seq, _ := strconv.ParseInt(seqStr, 10, 64)
-		if r.Err != nil {
-			return nil // the poll finds out, and posts it again if the node does not have it
-		}
+		a.posting--
+		// On an error the poll finds out, and posts it again if the node does not have it.
+		// The answer about a transaction since replaced says nothing of the new one.
 		rec, found, err := load[record](ctx, eventKey(seq))
-		if err != nil || !found || rec.Status != StatusSigned || rec.TxID != txID {
-			return err // (a transaction since replaced: its answer says nothing of the new one)
+		if err != nil {
+			return err
 		}
-		rec.Status = StatusPosted
-		store(ctx, eventKey(seq), rec)
-		return nil
+		first := found && rec.Status == StatusSigned && rec.TxID == txID
+		a.cfg.Metrics.posted(r.Err, rec.Accepted, first && len(rec.Replaced) == 0, ctx.Now())
+		if first && r.Err == nil {
+			rec.Status = StatusPosted
+			store(ctx, eventKey(seq), rec)
+		}
+		return a.pump(ctx, m) // a post slot opened
 	case r.Name == "poll":
 		a.polling = false
 		var p polled
@@ -164,6 +160,7 @@ func (a *actor) HandleEffect(ctx *actors.Context, r actors.EffectResult) error {
 				return err
 			}
 		}
+		a.height = max(a.height, p.Height)
 		seqs := make([]int64, 0, len(p.States))
 		for seq := range p.States {
 			seqs = append(seqs, seq)
@@ -190,69 +187,6 @@ func (a *actor) HandleEffect(ctx *actors.Context, r actors.EffectResult) error {
 		return a.pump(ctx, m) // room may have opened
 	}
 	return nil
-}
-
-// sign signs the next queued events in acceptance order with the anchor and prices prepared,
-// each linked to the one before, and stores each signed transaction, the event, its version,
-// the entity's latest pointer and the head together; each is posted once that commits.
-func (a *actor) sign(ctx *actors.Context, m meta, p prepared) (meta, error) {
-	if m.ResignFrom > 0 {
-		var err error
-		if m, err = a.resign(ctx, m, p); err != nil || m.ResignFrom > 0 {
-			store(ctx, metaKey, m)
-			return m, err
-		}
-	}
-	room := a.cfg.MaxInFlight - int(m.Seq-m.ConfirmedSeq)
-	items, err := nextQueued(ctx, room)
-	if err != nil {
-		return m, err
-	}
-	now := ctx.Now().UnixMilli()
-	for _, it := range items {
-		v, _, err := load[version](ctx, it.Value)
-		if err != nil {
-			return m, err
-		}
-		prev := Link{Seq: m.Seq, TxID: m.TxID, CID: m.CID}
-		data, tags := Payload(ctx.ID(), &v.Event, prev)
-		reward, ok := p.Prices[len(data)]
-		if !ok {
-			break // priced for another size (the queue changed): the next pump prices it
-		}
-		tx := arweave.NewTx(data, tags)
-		tx.LastTx, tx.Reward = p.Anchor, reward
-		if err := tx.Sign(a.cfg.Wallet); err != nil {
-			return m, err
-		}
-		signed, _ := json.Marshal(tx)
-		seq, id := prev.Seq+1, tx.IDString()
-		rec := record{eventView: eventView{Seq: seq, EntityID: v.EntityID, Ver: v.Ver, CID: v.CID, Op: v.Op, Vis: v.Vis, TS: v.TS,
-			TxID: id, Status: StatusSigned}, Tx: signed, AnchorHeight: p.Height}
-		if prev.Seq > 0 {
-			rec.PrevTx, rec.PrevCID = &prev.TxID, &prev.CID
-		}
-		store(ctx, eventKey(seq), rec)
-		v.Status, v.Seq, v.TxID, v.Queue = StatusSigned, seq, id, 0
-		v.Manifest = nil // on Arweave, and in the signed transaction until confirmed
-		store(ctx, it.Value, v)
-		if err := a.setLatest(ctx, rec); err != nil {
-			return m, err
-		}
-		ctx.Delete(it.Key)
-		m.Seq, m.TxID, m.CID, m.Queued, m.UpdatedAt = seq, id, v.CID, m.Queued-1, now
-		if err := a.post(ctx, seq, tx); err != nil {
-			return m, err
-		}
-	}
-	store(ctx, metaKey, m)
-	// The next poll within PollInterval: a poll alarm already set for later (the watchdog of
-	// a poll under way) is brought forward.
-	next := ctx.Now().Add(a.cfg.PollInterval)
-	if at, due, err := a.pollDue(ctx); err != nil || (due && !at.After(next)) {
-		return m, err
-	}
-	return m, ctx.SetAlarm("poll", next)
 }
 
 // pollDue reports whether the poll alarm is set.
@@ -290,6 +224,7 @@ func (a *actor) setLatest(ctx *actors.Context, rec record) error {
 
 // post posts the signed transaction of event seq (after this message commits).
 func (a *actor) post(ctx *actors.Context, seq int64, tx *arweave.Tx) error {
+	a.posting++
 	gw, timeout := a.cfg.Gateway, a.cfg.CallTimeout
 	return ctx.Effect("post:"+strconv.FormatInt(seq, 10)+":"+tx.IDString(), func(c context.Context) ([]byte, error) {
 		c, cancel := context.WithTimeout(c, timeout)
@@ -322,6 +257,7 @@ func (a *actor) observe(ctx *actors.Context, seq int64, st polledState, height, 
 			}
 			v.Status = StatusConfirmed
 			store(ctx, versionKey(rec.EntityID, rec.Ver), v)
+			a.cfg.Metrics.confirmed(rec.Accepted, ctx.Now())
 		}
 	case state == "pending" && a.expired(rec, height):
 		// Waiting in a mempool past its anchor's validity: it can never be mined.
@@ -348,6 +284,7 @@ func (a *actor) observe(ctx *actors.Context, seq int64, st polledState, height, 
 		if err := json.Unmarshal(rec.Tx, &tx); err != nil {
 			return false, err
 		}
+		a.cfg.Metrics.reposted()
 		return false, a.post(ctx, seq, &tx)
 	}
 	return false, nil
@@ -365,8 +302,12 @@ type polledState struct {
 	State string `json:"state"` // missing, unknown, pending, mined:<confirmations>
 }
 
-// pollParallel bounds the status questions of one poll asked at once.
-const pollParallel = 8
+// pollParallel bounds the status questions of one poll asked at once; pollWindow the events
+// one poll asks about.
+const (
+	pollParallel = 32
+	pollWindow   = 512
+)
 
 // expiryMargin is how many blocks past its anchor's validity a transaction must be before it
 // counts as never to be mined: a gateway's height may lag the network's.
@@ -421,7 +362,7 @@ func (a *actor) resign(ctx *actors.Context, m meta, p prepared) (meta, error) {
 		if err := json.Unmarshal(rec.Tx, &old); err != nil {
 			return m, err
 		}
-		if _, priced := p.Prices[old.DataSize]; !priced || !a.expired(rec, p.Height) {
+		if _, priced := p.Prices[arweave.PricedChunks(old.DataSize)]; !priced || !a.expired(rec, p.Height) {
 			return m, nil // the next poll or prepare tries again
 		}
 	}
@@ -444,7 +385,7 @@ func (a *actor) resign(ctx *actors.Context, m meta, p prepared) (meta, error) {
 		}
 		ev := Event{EntityID: at.PI, Ver: at.Ver, Op: at.Op, Vis: at.Vis, TS: at.TS, CID: at.CID, Manifest: manifest}
 		data, tags := Payload(ctx.ID(), &ev, prev)
-		reward, ok := p.Prices[len(data)]
+		reward, ok := p.Prices[arweave.PricedChunks(len(data))]
 		if !ok {
 			return m, fmt.Errorf("chain %s: event %d's payload changed size on signing again", ctx.ID(), rec.Seq)
 		}
@@ -477,6 +418,7 @@ func (a *actor) resign(ctx *actors.Context, m meta, p prepared) (meta, error) {
 			return m, err
 		}
 	}
+	a.cfg.Metrics.event(eventResigned, len(recs))
 	m.ResignFrom = 0
 	return m, nil
 }
@@ -522,6 +464,7 @@ func (a *actor) prepareFailed(ctx *actors.Context, m meta, cause error) error {
 			ctx.Delete(first[0].Key)
 			m.Queued--
 			m.Failed++
+			a.cfg.Metrics.event(eventFailed, 1)
 		}
 	}
 	m.UpdatedAt = ctx.Now().UnixMilli()

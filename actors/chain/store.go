@@ -62,6 +62,7 @@ type record struct {
 	// the node showed it in a block; Replaced lists the transactions this event had before,
 	// which expired unmined (never on the chain, and never to be).
 	AnchorHeight int64    `json:"anchor_height,omitempty"`
+	Accepted     int64    `json:"accepted,omitempty"` // the version's CreatedAt (for metrics)
 	Mined        bool     `json:"mined,omitempty"`
 	Replaced     []string `json:"replaced,omitempty"`
 }

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/shardkeeper/shardkeeper/domain"
 	"github.com/shardkeeper/shardkeeper/near"
 )
 
@@ -38,40 +39,26 @@ const (
 func NewMetrics(reg prometheus.Registerer) *Metrics {
 	key := []string{"key"}
 	m := &Metrics{
-		queued: register(reg, prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		queued: domain.Register(reg, prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "shardkeeper_relayer_key_queued", Help: "Intents accepted and not yet signed, per access key (account/public key), on the node leading the key."}, key)),
-		inFlight: register(reg, prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		inFlight: domain.Register(reg, prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "shardkeeper_relayer_key_in_flight", Help: "Signed, non-terminal transactions per access key, on the node leading the key."}, key)),
-		intents: register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+		intents: domain.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "shardkeeper_relayer_intents_total", Help: "Intent events: accepted, signed, replaced (proven dead, signed again), succeeded, failed, rejected."}, []string{"event"})),
-		invalidNonce: register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+		invalidNonce: domain.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "shardkeeper_relayer_invalid_nonce_total", Help: "InvalidNonce answers about the key's transactions (a foreign sender, or a transaction that already landed)."}, key)),
-		resends: register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+		resends: domain.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "shardkeeper_relayer_resends_total", Help: "Signed transactions sent again with their identical bytes (an unknown outcome, a new activation)."}, key)),
-		unknown: register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+		unknown: domain.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "shardkeeper_relayer_unknown_outcomes_total", Help: "Sends and status queries whose outcome stayed unknown (no answer, 408/5xx, TIMEOUT_ERROR)."}, key)),
-		landing: register(reg, prometheus.NewHistogram(prometheus.HistogramOpts{
+		landing: domain.Register(reg, prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name: "shardkeeper_relayer_landing_seconds", Help: "Time from an intent's acceptance to its transaction seen in a block.",
 			Buckets: prometheus.ExponentialBuckets(0.05, 2, 14)})),
-		rpc: register(reg, prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		rpc: domain.Register(reg, prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "shardkeeper_near_rpc_duration_seconds", Help: "NEAR JSON-RPC requests by method, endpoint and outcome (ok, error: the node's, unknown: no answer).",
 			Buckets: prometheus.ExponentialBuckets(0.001, 2, 16)}, []string{"method", "endpoint", "outcome"})),
 	}
 	return m
-}
-
-// register registers c, or returns the collector of the same description already there.
-func register[C prometheus.Collector](reg prometheus.Registerer, c C) C {
-	if err := reg.Register(c); err != nil {
-		var are prometheus.AlreadyRegisteredError
-		if errors.As(err, &are) {
-			if existing, ok := are.ExistingCollector.(C); ok {
-				return existing
-			}
-		}
-		panic(err) // two instruments of one name and different shapes: a programming error
-	}
-	return c
 }
 
 // ObserveRPC records one JSON-RPC request (near.WithObserver).

@@ -23,9 +23,11 @@ import (
 )
 
 // A three-node cluster anchors a chain on the fake Arweave node (a process of its own) while
-// the node leading the chain's partition is SIGKILLed mid-upload, and restarted: every event
-// accepted is anchored exactly once — the chain verifies on the node, and every transaction
-// the node mined is on the chain (no orphan, no fork).
+// the node leading the chain's partition is SIGKILLed twice mid-upload and the fake drops 15 %
+// of its answers after taking a transaction: 300 events for 50 entities, posted through every
+// node, are anchored exactly once — the chain verifies on the node, every transaction the
+// node mined is on the chain (no orphan, no fork), every repeat answers the same CID, and each
+// entity's latest version names its transaction.
 func TestChainSurvivesKill(t *testing.T) {
 	// The fake node, as a process.
 	gwBin := proc.Build(t, "./test/fakearweave/cmd/fakearweave")
@@ -40,6 +42,10 @@ func TestChainSurvivesKill(t *testing.T) {
 		t.Fatal("fakearweave did not start")
 	}
 	gateway := "http://" + gwAddr
+	hc := &http.Client{Timeout: 5 * time.Second}
+	if resp, err := hc.Post(gateway+"/admin/faults", "application/json", strings.NewReader(`{"DropAfterAccept":0.15}`)); err != nil || resp.StatusCode != http.StatusNoContent {
+		t.Fatalf("faults: %v %v", resp, err)
+	}
 
 	dir := t.TempDir()
 	wallet := arweave.TestWalletJWK(t)
@@ -53,114 +59,147 @@ func TestChainSurvivesKill(t *testing.T) {
 	}
 	nodes := proc.StartCluster(t, proc.ClusterConfig{Bin: proc.Build(t, "./cmd/shardkeeper"), Command: []string{"serve"}, N: 3, TLSDir: filepath.Join(dir, "tls"),
 		Flags: append(append([]string{}, fastFlags...), "--arweave-gateway", gateway, "--arweave-wallet", walletFile,
-			"--chain-token-file", tokenFile, "--chain-max-in-flight", "8", "--chain-poll-interval", "200ms")})
+			"--chain-token-file", tokenFile, "--chain-max-in-flight", "16", "--chain-poll-interval", "200ms")})
 	for _, n := range nodes {
 		n.WaitReady(60 * time.Second)
 	}
 	waitSettled(t, nodes[0])
 
-	// Events go to every node in turn; a refused one (the leader dying) is sent again, as a
-	// client would: an identical repeat is answered 200 and adds nothing.
-	const total = 60
+	// Event i is version i/entities+1 of entity i%entities. Events go to every node in turn;
+	// a refused one (the leader dying) is sent again, as a client would.
+	const total, entities = 300, 50
+	body := func(i int) string {
+		return fmt.Sprintf(`{"entity_id":"device-%d","ver":%d,"op":"update","vis":"public","manifest":{"n":%d}}`, i%entities, i/entities+1, i)
+	}
+	post := func(i, attempt int) (int, string, error) {
+		req, _ := http.NewRequest("POST", nodes[(i+attempt)%3].URL("/v1/chains/main/events"), strings.NewReader(body(i)))
+		req.Header.Set("Authorization", "Bearer "+token)
+		resp, err := hc.Do(req)
+		if err != nil {
+			return 0, "", err
+		}
+		defer resp.Body.Close()
+		var a chain.Appended
+		err = json.NewDecoder(resp.Body).Decode(&a)
+		return resp.StatusCode, a.CID, err
+	}
 	var accepted atomic.Int64
+	cids := make([]string, total)
 	var wg sync.WaitGroup
-	hc := &http.Client{Timeout: 5 * time.Second}
-	for w := range 4 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := w; i < total; i += 4 {
-				body := fmt.Sprintf(`{"entity_id":"device-%d","ver":1,"op":"create","vis":"public","manifest":{"n":%d}}`, i, i)
+	for w := range 6 {
+		wg.Go(func() {
+			for i := w; i < total; i += 6 {
 				for attempt := 0; ; attempt++ {
-					req, _ := http.NewRequest("POST", nodes[(i+attempt)%3].URL("/v1/chains/main/events"), strings.NewReader(body))
-					req.Header.Set("Authorization", "Bearer "+token)
-					resp, err := hc.Do(req)
-					if err == nil {
-						resp.Body.Close()
-						if resp.StatusCode == 201 || resp.StatusCode == 200 {
-							accepted.Add(1)
-							break
-						}
+					code, cid, err := post(i, attempt)
+					if err == nil && (code == 201 || code == 200) {
+						cids[i] = cid
+						accepted.Add(1)
+						break
 					}
-					if attempt > 100 {
-						t.Errorf("event %d never accepted", i)
+					if attempt > 150 {
+						t.Errorf("event %d never accepted: %d %v", i, code, err)
 						return
 					}
 					time.Sleep(100 * time.Millisecond)
 				}
 			}
-		}()
+		})
 	}
-	await.True(t, 30*time.Second, "a third accepted", func() bool { return accepted.Load() >= total/3 })
 	p := actors.PartitionOf(chain.KindName, "main", partitions)
-	victim := leaderOf(t, nodes, p)
-	victim.Kill()
-	t.Logf("SIGKILL %s, leader of the chain's partition %d, after %d events accepted", victim.Config.NodeID, p, accepted.Load())
+	for _, at := range []int64{total / 3, 2 * total / 3} {
+		await.True(t, 60*time.Second, fmt.Sprintf("%d events accepted", at), func() bool { return accepted.Load() >= at })
+		victim := leaderOf(t, nodes, p)
+		victim.Kill()
+		t.Logf("SIGKILL %s, leader of the chain's partition %d, after %d events accepted", victim.Config.NodeID, p, accepted.Load())
+		victim.RestartReady()
+		waitSettled(t, nodes[0])
+	}
 	wg.Wait()
-	victim.RestartReady()
+	if t.Failed() {
+		return
+	}
+	// Every repeat answers 200 and the CID of its first answer.
+	for i := range total {
+		if code, cid, err := post(i, i/3); err != nil || code != 200 || cid != cids[i] {
+			t.Fatalf("repeat of event %d: %d %s %v (first answered %s)", i, code, cid, err, cids[i])
+		}
+	}
 
 	var head chain.Head
 	defer func() {
 		if t.Failed() {
-			for _, n := range nodes {
-				if resp, err := hc.Get(n.URL("/v1/chains/main/head")); err == nil {
-					var b [512]byte
-					k, _ := resp.Body.Read(b[:])
-					resp.Body.Close()
-					t.Logf("%s: head %s", n.Config.NodeID, b[:k])
-				}
-			}
-			for seq := head.ConfirmedSeq; seq <= head.Seq; seq++ {
-				if resp, err := hc.Get(nodes[0].URL(fmt.Sprintf("/v1/chains/main/events/%d", seq))); err == nil {
-					var e struct {
-						TxID   string `json:"tx_id"`
-						Status string `json:"status"`
-					}
-					_ = json.NewDecoder(resp.Body).Decode(&e)
-					resp.Body.Close()
-					st, _ := hc.Get(gateway + "/tx/" + e.TxID + "/status")
-					var b [300]byte
-					k, _ := st.Body.Read(b[:])
-					st.Body.Close()
-					t.Logf("event %d: %s %s; node: %d %s", seq, e.TxID, e.Status, st.StatusCode, b[:k])
-					if seq == head.ConfirmedSeq+1 {
-						resp, _ := hc.Get(gateway + "/tx/" + e.TxID)
-						var b [200]byte
-						k, _ := resp.Body.Read(b[:])
-						resp.Body.Close()
-						t.Logf("GET /tx: %d %s", resp.StatusCode, b[:k])
-					}
-				}
-			}
-			if resp, err := hc.Get(gateway + "/info"); err == nil {
-				var b [300]byte
-				k, _ := resp.Body.Read(b[:])
-				resp.Body.Close()
-				t.Logf("node info %s", b[:k])
-			}
+			logChain(t, hc, nodes[0], gateway, head)
 		}
 	}()
-	await.True(t, 90*time.Second, "every event confirmed", func() bool {
-		resp, err := hc.Get(nodes[0].URL("/v1/chains/main/head"))
-		if err != nil {
-			return false
-		}
-		defer resp.Body.Close()
-		return json.NewDecoder(resp.Body).Decode(&head) == nil && head.ConfirmedSeq == total
+	await.True(t, 120*time.Second, "every event confirmed", func() bool {
+		return getJSON(hc, nodes[0].URL("/v1/chains/main/head"), &head) == nil && head.ConfirmedSeq == total
 	})
 	r := chain.Verify(context.Background(), arweave.NewClient(gateway, nil), *head.TxID, nil)
 	if !r.OK || r.Checked != total {
 		t.Fatalf("verify: %+v %+v", r, r.FirstError)
 	}
 	var mined []string
-	resp, err := hc.Get(gateway + "/admin/mined")
-	if err != nil {
+	if err := getJSON(hc, gateway+"/admin/mined", &mined); err != nil {
 		t.Fatal(err)
 	}
-	_ = json.NewDecoder(resp.Body).Decode(&mined)
-	resp.Body.Close()
-	if len(mined) != total {
-		t.Fatalf("the node mined %d transactions for %d events: an orphan or a fork", len(mined), total)
+	onChain := map[string]int64{}
+	for seq := int64(1); seq <= total; seq++ {
+		var e struct {
+			TxID     string `json:"tx_id"`
+			EntityID string `json:"entity_id"`
+			Ver      int64  `json:"ver"`
+		}
+		if err := getJSON(hc, nodes[seq%3].URL(fmt.Sprintf("/v1/chains/main/events/%d", seq)), &e); err != nil {
+			t.Fatal(err)
+		}
+		onChain[e.TxID] = seq
+		if e.Ver == total/entities {
+			var latest struct {
+				Ver  int64  `json:"ver"`
+				TxID string `json:"tx_id"`
+			}
+			if err := getJSON(hc, nodes[0].URL("/v1/chains/main/entities/"+e.EntityID), &latest); err != nil || latest.Ver != e.Ver || latest.TxID != e.TxID {
+				t.Errorf("entity %s: latest %+v %v, its newest version is in event %d, transaction %s", e.EntityID, latest, err, seq, e.TxID)
+			}
+		}
+	}
+	for _, id := range mined {
+		if _, ok := onChain[id]; !ok {
+			t.Errorf("the node mined transaction %s, which is not on the chain: an orphan", id)
+		}
+	}
+	if len(mined) != total || len(onChain) != total {
+		t.Fatalf("the node mined %d transactions, the chain holds %d distinct ones, for %d events: an orphan or a fork", len(mined), len(onChain), total)
+	}
+}
+
+// getJSON decodes the answer of a GET, which must be 200.
+func getJSON(hc *http.Client, url string, v any) error {
+	resp, err := hc.Get(url)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("GET %s: %s", url, resp.Status)
+	}
+	return json.NewDecoder(resp.Body).Decode(v)
+}
+
+// logChain logs what the node and the gateway say of the chain's unconfirmed events.
+func logChain(t *testing.T, hc *http.Client, n *proc.Node, gateway string, head chain.Head) {
+	t.Logf("head %+v", head)
+	for seq := head.ConfirmedSeq + 1; seq <= head.Seq && seq <= head.ConfirmedSeq+5; seq++ {
+		var e struct {
+			TxID   string `json:"tx_id"`
+			Status string `json:"status"`
+		}
+		if getJSON(hc, n.URL(fmt.Sprintf("/v1/chains/main/events/%d", seq)), &e) != nil {
+			continue
+		}
+		var st json.RawMessage
+		err := getJSON(hc, gateway+"/tx/"+e.TxID+"/status", &st)
+		t.Logf("event %d: %s %s; node: %s %v", seq, e.TxID, e.Status, st, err)
 	}
 }
 

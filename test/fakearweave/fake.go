@@ -19,8 +19,9 @@ type Config struct {
 	Manual        bool
 	// AnchorDepth is how many recent blocks a last_tx may name (default 50, as Arweave).
 	AnchorDepth int
-	// PricePerByte and BasePrice make GET /price: BasePrice + PricePerByte·bytes (winston).
-	PricePerByte, BasePrice int64
+	// BasePrice and PricePerChunk make GET /price/{bytes}: BasePrice + PricePerChunk·chunks
+	// (winston), the data counted in whole 256 KiB chunks as the network prices it.
+	PricePerChunk, BasePrice int64
 	Seed                    uint64 // of the fault dice
 }
 
@@ -74,8 +75,8 @@ func New(cfg Config) *Fake {
 	if cfg.AnchorDepth <= 0 {
 		cfg.AnchorDepth = 50
 	}
-	if cfg.PricePerByte == 0 && cfg.BasePrice == 0 {
-		cfg.PricePerByte, cfg.BasePrice = 1000, 100000
+	if cfg.PricePerChunk == 0 && cfg.BasePrice == 0 {
+		cfg.PricePerChunk, cfg.BasePrice = 262144000, 100000
 	}
 	f := &Fake{cfg: cfg, stop: make(chan struct{}), dice: mrand.New(mrand.NewPCG(cfg.Seed, 1)),
 		txs: map[string]*entry{}, chunks: map[string]*upload{}}
@@ -150,7 +151,7 @@ func (f *Fake) Mined() []string {
 
 // price is the reward a transaction of size bytes needs.
 func (f *Fake) price(size int) *big.Int {
-	return big.NewInt(f.cfg.BasePrice + f.cfg.PricePerByte*int64(size))
+	return big.NewInt(f.cfg.BasePrice + f.cfg.PricePerChunk*int64(arweave.PricedChunks(size)))
 }
 
 func randomHash() []byte {
