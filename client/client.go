@@ -40,6 +40,7 @@ type Client struct {
 	hc           *http.Client
 	adminToken   string
 	relayerToken string
+	chainToken   string
 	retry        RetryPolicy
 
 	// Seams for tests; production values are set by New.
@@ -115,6 +116,7 @@ type call struct {
 	body       any    // marshalled as JSON when non-nil
 	admin      bool   // send the admin token
 	relayer    bool   // send the relayer token
+	chain      bool   // send the chain token
 	poll       bool   // a long poll: the HTTP client's own Timeout does not apply, ctx governs
 	idempotent bool   // may be resent after a transport error (see RetryPolicy)
 	single     bool   // one attempt whatever the policy
@@ -199,7 +201,9 @@ func (c *Client) once(ctx context.Context, cl call, body []byte, out any) (int, 
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		return resp.StatusCode, c.decodeError(resp, data)
 	}
-	if out != nil && len(data) > 0 {
+	if raw, ok := out.(*[]byte); ok { // a text answer (a checkpoint)
+		*raw = data
+	} else if out != nil && len(data) > 0 {
 		if err := json.Unmarshal(data, out); err != nil {
 			return resp.StatusCode, fmt.Errorf("client: decode %s %s answer (HTTP %d): %w", cl.method, cl.path, resp.StatusCode, err)
 		}
@@ -214,6 +218,8 @@ func (c *Client) bearer(cl call) string {
 		return c.adminToken
 	case cl.relayer:
 		return c.relayerToken
+	case cl.chain:
+		return c.chainToken
 	}
 	return ""
 }
