@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/shardkeeper/shardkeeper/actors"
 	"github.com/shardkeeper/shardkeeper/actors/actortest"
 	"github.com/shardkeeper/shardkeeper/arweave"
@@ -104,7 +106,8 @@ func (e *chainEnv) waitConfirmed(chain string, n int64) Head {
 }
 
 func TestChainAnchorsInOrder(t *testing.T) {
-	e := newChainEnv(t, Config{MaxInFlight: 8})
+	reg := prometheus.NewRegistry()
+	e := newChainEnv(t, Config{MaxInFlight: 8, Metrics: NewMetrics(reg)})
 	for i := range 20 {
 		out, err := e.append("main", event(fmt.Sprintf("dev-%d", i%3), int64(i/3+1)))
 		if err != nil || !out.Created || out.Status != StatusQueued || out.CID == "" {
@@ -126,6 +129,22 @@ func TestChainAnchorsInOrder(t *testing.T) {
 	h := e.waitConfirmed("main", 20)
 	if h.Seq != 20 {
 		t.Fatalf("head %+v", h)
+	}
+	// The metrics count each event once through each stage.
+	m := NewMetrics(reg) // the same instruments
+	for _, ev := range []string{eventAccepted, eventSigned, eventConfirmed} {
+		if n := testutil.ToFloat64(m.events.WithLabelValues(ev)); n != 20 {
+			t.Errorf("events %s: %v, want 20", ev, n)
+		}
+	}
+	if n := testutil.ToFloat64(m.posts.WithLabelValues("accepted")); n < 20 {
+		t.Errorf("posts accepted: %v, want at least 20", n)
+	}
+	if n := testutil.CollectAndCount(m.toConfirmed); n != 1 {
+		t.Errorf("confirmed histogram: %d series", n)
+	}
+	if n := testutil.ToFloat64(m.unconfirmed.WithLabelValues("main")); n != 0 {
+		t.Errorf("unconfirmed gauge %v after every event confirmed", n)
 	}
 }
 

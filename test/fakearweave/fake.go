@@ -52,7 +52,14 @@ type Fake struct {
 	mempool []string           // ids taken, not mined, in order
 	chunks  map[string]*upload // data root → data arriving by chunks
 	mined   []string           // ids in the order they were mined
-	posts   int                // POST /tx taken (for tests)
+	taken   []Taken            // every POST /tx taken, in order
+}
+
+// Taken is a transaction the node took from a POST /tx (a repeat answered 208 is not).
+type Taken struct {
+	ID   string
+	Tags []arweave.Tag
+	At   time.Time
 }
 
 type entry struct {
@@ -140,6 +147,16 @@ func (f *Fake) Height() int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return len(f.blocks) - 1
+}
+
+// TakenSince returns the transactions taken after the first i, in order.
+func (f *Fake) TakenSince(i int) []Taken {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if i >= len(f.taken) {
+		return nil
+	}
+	return append([]Taken(nil), f.taken[i:]...)
 }
 
 // Mined returns the ids of the mined transactions, in mining order.

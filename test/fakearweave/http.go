@@ -118,7 +118,7 @@ func (f *Fake) postTx(w http.ResponseWriter, r *http.Request) {
 	}
 	f.txs[id] = e
 	f.mempool = append(f.mempool, id)
-	f.posts++
+	f.taken = append(f.taken, Taken{ID: id, Tags: tx.Tags, At: time.Now()})
 	if f.dice.Float64() < f.faults.DropAfterAccept {
 		if conn, _, err := w.(http.Hijacker).Hijack(); err == nil {
 			conn.Close()

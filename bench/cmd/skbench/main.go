@@ -74,6 +74,10 @@ type options struct {
 	keep             bool
 	skipRelayer      bool
 	relayerLatency   time.Duration
+	skipChain        bool
+	chainLatency     time.Duration
+	chainDuration    time.Duration
+	chainWarmup      time.Duration
 }
 
 func main() {
@@ -119,14 +123,18 @@ func parseFlags(args []string) (options, error) {
 	fs.BoolVar(&o.keep, "keep", false, "keep the temporary directory (data, logs, binary)")
 	fs.BoolVar(&o.skipRelayer, "skip-relayer", false, "do not run the relayer workload (one node only)")
 	fs.DurationVar(&o.relayerLatency, "relayer-latency", 50*time.Millisecond, "one-way network delay of the fake NEAR node's connections in the relayer workload")
+	fs.BoolVar(&o.skipChain, "skip-chain", false, "do not run the attestation chain workload (one node only)")
+	fs.DurationVar(&o.chainLatency, "chain-latency", 2*time.Second, "delay the fake Arweave node adds to every answer in the chain workload")
+	fs.DurationVar(&o.chainDuration, "chain-duration", 20*time.Second, "measured time of each chain run")
+	fs.DurationVar(&o.chainWarmup, "chain-warmup", 8*time.Second, "unmeasured warm-up before each chain run")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
 	if fs.NArg() > 0 {
 		return o, fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
-	if o.duration <= 0 || o.warmup < 0 {
-		return o, errors.New("--duration must be > 0 and --warmup >= 0")
+	if o.duration <= 0 || o.warmup < 0 || o.chainDuration <= 0 || o.chainWarmup < 0 {
+		return o, errors.New("--duration and --chain-duration must be > 0, --warmup and --chain-warmup >= 0")
 	}
 	for _, s := range strings.Split(*clients, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(s))
@@ -175,7 +183,8 @@ func run(ctx context.Context, o options) error {
 		logf("WARNING: load average %.1f on %d CPUs: other processes compete for CPU and disk, so the numbers will be low and noisy", avg, runtime.NumCPU())
 	}
 	relay := o.nodes == 1 && len(o.urls) == 0 && !o.skipRelayer
-	if o.bin == "" && (len(o.urls) == 0 || relay) {
+	anchor := o.nodes == 1 && len(o.urls) == 0 && !o.skipChain
+	if o.bin == "" && (len(o.urls) == 0 || relay || anchor) {
 		if o.bin, err = buildShardkeeper(ctx, tmp); err != nil {
 			return err
 		}
@@ -210,6 +219,11 @@ func run(ctx context.Context, o options) error {
 			return err
 		}
 	}
+	if anchor {
+		if err := runChain(ctx, o, o.bin, tmp, &rows); err != nil {
+			return err
+		}
+	}
 	fmt.Println()
 	printTable(os.Stdout, rows)
 	if o.nodes == 3 {
@@ -227,6 +241,7 @@ func run(ctx context.Context, o options) error {
 	printComparison(os.Stdout, rows)
 	printGoals(os.Stdout, rows)
 	printRelayer(os.Stdout, rows, o.relayerLatency)
+	printChain(os.Stdout, rows, o.chainLatency)
 	if err := writeJSON(o.out, rows); err != nil {
 		return fmt.Errorf("write results: %w", err)
 	}

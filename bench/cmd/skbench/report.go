@@ -110,10 +110,14 @@ func (r row) errorSummary() string {
 // printTable prints every row: throughput, latency, the server's CPU per operation and how
 // idle the machine was, and errors.
 func printTable(w io.Writer, rows []row) {
-	const format = "%-24s  %-13s  %7v  %9v  %8v  %8v  %10v  %5v  %s\n"
+	const format = "%-24s  %-19s  %7v  %9v  %8v  %8v  %10v  %5v  %s\n"
 	fmt.Fprintf(w, format, "workload", "system", "clients", "ops/s", "p50 ms", "p99 ms", "cpu ms/op", "idle", "errors")
 	for _, r := range rows {
-		fmt.Fprintf(w, format, r.Workload, r.System, r.Clients, fmt.Sprintf("%.0f", r.OpsPerS),
+		rate := fmt.Sprintf("%.0f", r.OpsPerS)
+		if r.OpsPerS < 10 {
+			rate = fmt.Sprintf("%.2f", r.OpsPerS) // the slow uploads
+		}
+		fmt.Fprintf(w, format, r.Workload, r.System, r.Clients, rate,
 			fmt.Sprintf("%.2f", r.P50ms), fmt.Sprintf("%.2f", r.P99ms), r.cpuCell(), r.idleCell(), r.errorSummary())
 	}
 }
