@@ -18,15 +18,16 @@ import (
 // Options are the chain's settings. The wallet and token files are read when the
 // configuration loads, so that a bad file stops the process at start naming the flag.
 type Options struct {
-	Gateway        string        // --arweave-gateway
-	WalletFile     string        // --arweave-wallet
-	Token          string        // --chain-token
-	TokenFile      string        // --chain-token-file
-	MaxInFlight    int           // --chain-max-in-flight
-	MaxUnconfirmed int           // --chain-max-unconfirmed
-	Confirmations  int           // --chain-confirmations
-	LogKeyFile     string        // --chain-log-key
-	PollInterval   time.Duration // --chain-poll-interval
+	Gateway         string        // --arweave-gateway
+	WalletFile      string        // --arweave-wallet
+	Token           string        // --chain-token
+	TokenFile       string        // --chain-token-file
+	MaxInFlight     int           // --chain-max-in-flight
+	MaxUnconfirmed  int           // --chain-max-unconfirmed
+	Confirmations   int           // --chain-confirmations
+	LogKeyFile      string        // --chain-log-key
+	CheckpointEvery int           // --chain-checkpoint-every
+	PollInterval    time.Duration // --chain-poll-interval
 
 	wallet *arweave.Wallet
 	signer note.Signer
@@ -43,6 +44,7 @@ var Settings = config.NewSection("attestation chain", func(o *Options) []config.
 		config.Int(&o.MaxUnconfirmed, "chain-max-unconfirmed", "10000", "events per chain signed and not yet confirmed; signing waits while this many are").Checked(config.AtLeast(&o.MaxUnconfirmed, 1)),
 		config.Int(&o.Confirmations, "chain-confirmations", "1", "blocks deep before an event counts as confirmed").Checked(config.AtLeast(&o.Confirmations, 1)),
 		config.Duration(&o.PollInterval, "chain-poll-interval", "5s", "how often a chain asks the gateway about its events not yet confirmed (an Arweave block takes about two minutes)").Checked(config.Positive(&o.PollInterval)),
+		config.Int(&o.CheckpointEvery, "chain-checkpoint-every", "1000", "with --chain-log-key: anchor a signed checkpoint in each chain every this many confirmed events (0: never)").Checked(config.AtLeast(&o.CheckpointEvery, 0)),
 		config.String(&o.LogKeyFile, "chain-log-key", "", "file holding the signed-note private key (PRIVATE+KEY+<name>+…, made by shardkeeper chain log-key) that signs the chains' checkpoints; readable by its owner only").Checked(o.loadLogKey),
 	}
 })
@@ -122,7 +124,7 @@ func Domain() domain.Domain {
 				slog.Warn("the chain token is weak: shorter than 32 bytes", "min_bytes", config.MinTokenBytes)
 			}
 			kc := Config{MaxInFlight: o.MaxInFlight, MaxUnconfirmed: o.MaxUnconfirmed, Confirmations: int64(o.Confirmations),
-				LogSigner: o.signer, PollInterval: o.PollInterval, Metrics: NewMetrics(env.Registerer)}
+				LogSigner: o.signer, CheckpointEvery: int64(o.CheckpointEvery), PollInterval: o.PollInterval, Metrics: NewMetrics(env.Registerer)}
 			if o.wallet != nil {
 				kc.Gateway, kc.Wallet = arweave.NewClient(o.Gateway, nil), o.wallet
 			}

@@ -82,6 +82,9 @@ type Config struct {
 	// AnchorDepth is how many blocks an anchor stays valid on the network (default 50, as
 	// Arweave): a transaction unmined that many blocks after its anchor can never be mined.
 	AnchorDepth int64
+	// CheckpointEvery, with LogSigner, anchors a checkpoint in the chain each time this many
+	// more events are confirmed (0: never).
+	CheckpointEvery int64
 }
 
 func (c Config) withDefaults() Config {
@@ -256,6 +259,23 @@ func (a *actor) retry(ctx *actors.Context) ([]byte, error) {
 	return json.Marshal(map[string]int{"requeued": len(failed)})
 }
 
+// enqueue queues new version e (normalized) at the end of the queue, with the partition
+// clock's time when it has none.
+func (a *actor) enqueue(ctx *actors.Context, m meta, e *Event) meta {
+	now := ctx.Now().UnixMilli()
+	if e.TS == 0 {
+		e.TS = now
+	}
+	key := versionKey(e.EntityID, e.Ver)
+	ctx.Put(queueKey(m.Accepted), key)
+	store(ctx, key, version{Event: *e, Status: StatusQueued, CreatedAt: now, Queue: m.Accepted})
+	m.Accepted++
+	m.Queued++
+	m.UpdatedAt = now
+	a.cfg.Metrics.event(eventAccepted, 1)
+	return m
+}
+
 func orNotFound(err error, code, format string, args ...any) error {
 	if err != nil {
 		return err
@@ -276,6 +296,9 @@ func (a *actor) append(ctx *actors.Context, e *Event) ([]byte, error) {
 	if err := e.Normalize(); err != nil {
 		return nil, err
 	}
+	if e.EntityID == CheckpointEntity {
+		return nil, actors.Errorf("invalid_id", "entity_id %s is the chain's own, for its checkpoints", CheckpointEntity)
+	}
 	key := versionKey(e.EntityID, e.Ver)
 	v, found, err := load[version](ctx, key)
 	if err != nil {
@@ -291,20 +314,10 @@ func (a *actor) append(ctx *actors.Context, e *Event) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	now := ctx.Now().UnixMilli()
-	if e.TS == 0 {
-		e.TS = now
-	}
-	v = version{Event: *e, Status: StatusQueued, CreatedAt: now, Queue: m.Accepted}
-	ctx.Put(queueKey(m.Accepted), key)
-	store(ctx, key, v)
-	m.Accepted++
-	m.Queued++
-	m.UpdatedAt = now
+	m = a.enqueue(ctx, m, e)
 	store(ctx, metaKey, m)
-	a.cfg.Metrics.event(eventAccepted, 1)
 	if err := a.pump(ctx, m); err != nil {
 		return nil, err
 	}
-	return json.Marshal(Appended{Chain: ctx.ID(), EntityID: e.EntityID, Ver: e.Ver, CID: e.CID, Status: StatusQueued, CreatedAt: now, Created: true})
+	return json.Marshal(Appended{Chain: ctx.ID(), EntityID: e.EntityID, Ver: e.Ver, CID: e.CID, Status: StatusQueued, CreatedAt: m.UpdatedAt, Created: true})
 }

@@ -7,7 +7,9 @@ import (
 	"errors"
 	"fmt"
 	"net/http/httptest"
+	"slices"
 	"sort"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -318,26 +320,27 @@ func TestChainLog(t *testing.T) {
 	if err != nil || origin != "log.example/logged" || size != 7 || root != roots[6] {
 		t.Fatalf("checkpoint %q: %v", n.Text, err)
 	}
-	// Offline, as chain verify --checkpoint does: the events' attestations make its root.
-	atts := map[int64]Attestation{}
-	for seq := int64(1); seq <= 7; seq++ {
-		var v eventView
-		body, _ := json.Marshal(seq)
-		_ = json.Unmarshal(e.h.MustCall(KindName, "logged", MethodEvent, body), &v)
-		atts[seq] = Attestation{PI: v.EntityID, Ver: v.Ver, CID: v.CID, Op: v.Op, Vis: v.Vis, TS: v.TS, PrevTx: v.PrevTx, PrevCID: v.PrevCID, Seq: v.Seq}
-	}
+	// Offline, as chain verify --checkpoint does: the leaves of the events walked make its
+	// root.
 	signed := e.h.MustCall(KindName, "logged", MethodCheckpoint, nil)
-	leaf := func(seq int64) (Attestation, bool) { a, ok := atts[seq]; return a, ok }
-	if size, err := CheckCheckpoint(signed, vkey, leaf); err != nil || size != 7 {
+	r := Verify(context.Background(), e.gw, *e.head("logged").TxID, nil)
+	if !r.OK || len(r.Leaves) != 7 {
+		t.Fatalf("verify: %+v", r)
+	}
+	if size, err := CheckCheckpoint(signed, vkey, r.Leaves); err != nil || size != 7 {
 		t.Fatalf("offline check: %d %v", size, err)
 	}
 	_, otherKey, _ := note.GenerateKey(nil, "log.example")
-	if _, err := CheckCheckpoint(signed, otherKey, leaf); err == nil {
+	if _, err := CheckCheckpoint(signed, otherKey, r.Leaves); err == nil {
 		t.Fatal("a checkpoint verified with another key")
 	}
-	atts[4] = Attestation{PI: "forged", Ver: 1, Seq: 4}
-	if _, err := CheckCheckpoint(signed, vkey, leaf); err == nil {
+	forged := slices.Clone(r.Leaves)
+	forged[3] = tlog.LeafHash(Leaf(Attestation{PI: "forged", Ver: 1, Seq: 4}))
+	if _, err := CheckCheckpoint(signed, vkey, forged); err == nil {
 		t.Fatal("a checkpoint held over another event 4")
+	}
+	if _, err := CheckCheckpoint(signed, vkey, r.Leaves[:6]); err == nil {
+		t.Fatal("a checkpoint of 7 events held over 6")
 	}
 	for seq := int64(1); seq <= 7; seq++ {
 		var p Proof
@@ -385,4 +388,61 @@ func decode(t *testing.T, hs []string) []tlog.Hash {
 		copy(out[i][:], b)
 	}
 	return out
+}
+
+// With CheckpointEvery, the chain anchors its own checkpoints as events: 10 events appended
+// make checkpoints of 4, 8 and 12 events, 13 events in all. The verifier checks each
+// anchored checkpoint's root against the events before it, and names the event anchoring a
+// checkpoint that is not their tree.
+func TestChainAnchorsCheckpoints(t *testing.T) {
+	skey, vkey, err := note.GenerateKey(nil, "log.example")
+	if err != nil {
+		t.Fatal(err)
+	}
+	signer, _ := note.NewSigner(skey)
+	e := newChainEnv(t, Config{LogSigner: signer, CheckpointEvery: 4})
+	for i := range 10 {
+		if _, err := e.append("cp", event(fmt.Sprintf("dev-%d", i), 1)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var ae *actors.Error
+	if _, err := e.append("cp", event(CheckpointEntity, 4)); !errors.As(err, &ae) || ae.Code != "invalid_id" {
+		t.Fatalf("a client's event for the checkpoint entity: %v", err)
+	}
+	h := e.waitConfirmed("cp", 13)
+	r := Verify(context.Background(), e.gw, *h.TxID, nil)
+	if !r.OK || len(r.Anchored) != 3 {
+		t.Fatalf("verify: %+v %+v", r, r.FirstError)
+	}
+	v, _ := note.NewVerifier(vkey)
+	for i, cp := range r.Anchored {
+		if cp.Size != int64(12-4*i) {
+			t.Errorf("anchored checkpoint %d: %+v", i, cp)
+		}
+		if _, err := note.Open(cp.Note, note.VerifierList(v)); err != nil {
+			t.Errorf("anchored checkpoint of %d events: %v", cp.Size, err)
+		}
+	}
+	var latest struct {
+		Ver  int64  `json:"ver"`
+		TxID string `json:"tx_id"`
+	}
+	if err := json.Unmarshal(e.h.MustCall(KindName, "cp", MethodEntity, []byte(CheckpointEntity)), &latest); err != nil || latest.Ver != 12 || latest.TxID != r.Anchored[0].TxID {
+		t.Fatalf("latest checkpoint %+v %v, anchored %+v", latest, err, r.Anchored[0])
+	}
+
+	// An event anchoring the checkpoint of 12 events signed over another tree breaks the chain
+	// there.
+	a := &anchorer{t: t, c: e.gw, fake: e.fake, w: arweave.TestWallet(t)}
+	other, _, _ := note.GenerateKey(nil, "log.example")
+	otherSigner, _ := note.NewSigner(other)
+	body := fmt.Sprintf("%s\n12\n%s\n", Origin("log.example", "cp"), base64.StdEncoding.EncodeToString(make([]byte, 32)))
+	bad, _ := note.Sign(&note.Note{Text: body}, otherSigner)
+	manifest, _ := json.Marshal(map[string]string{"checkpoint": string(bad)})
+	head := a.postEvent("cp", Link{Seq: 13, TxID: *h.TxID, CID: *h.CID}, &Event{EntityID: CheckpointEntity, Ver: 12, Op: "checkpoint", Vis: "public", TS: 1, Manifest: manifest}, nil, nil)
+	r = Verify(context.Background(), e.gw, head.TxID, nil)
+	if r.OK || r.FirstError == nil || r.FirstError.Seq != 14 || !strings.Contains(r.FirstError.Reason, "not the tree of events 1 to 12") {
+		t.Fatalf("a forged anchored checkpoint: %+v %+v", r, r.FirstError)
+	}
 }

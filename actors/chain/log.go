@@ -66,8 +66,7 @@ func appendLeaf(ctx *actors.Context, r record) error {
 // Origin is the first line of a chain's checkpoints: the log key's name and the chain's.
 func Origin(keyName, chain string) string { return keyName + "/" + chain }
 
-// checkpoint is the chain's latest checkpoint: the tree of its size confirmed events, as a
-// C2SP tlog-checkpoint signed by the log key.
+// checkpoint is the chain's latest checkpoint: the tree of its confirmed events.
 func (a *actor) checkpoint(ctx *actors.Context) ([]byte, error) {
 	if a.cfg.LogSigner == nil {
 		return nil, actors.Errorf("chain_log_disabled", "checkpoints are disabled: no --chain-log-key configured")
@@ -79,12 +78,41 @@ func (a *actor) checkpoint(ctx *actors.Context) ([]byte, error) {
 	if m.ConfirmedSeq == 0 {
 		return nil, actors.Errorf("unknown_event", "chain %s has no confirmed event yet", ctx.ID())
 	}
-	root, err := tlog.Root(treeReader{ctx}, m.ConfirmedSeq)
+	return a.signCheckpoint(ctx, m.ConfirmedSeq)
+}
+
+// signCheckpoint is the checkpoint of the tree of the first size events, a C2SP
+// tlog-checkpoint signed by the log key.
+func (a *actor) signCheckpoint(ctx *actors.Context, size int64) ([]byte, error) {
+	root, err := tlog.Root(treeReader{ctx}, size)
 	if err != nil {
 		return nil, err
 	}
-	body := fmt.Sprintf("%s\n%d\n%s\n", Origin(a.cfg.LogSigner.Name(), ctx.ID()), m.ConfirmedSeq, base64.StdEncoding.EncodeToString(root[:]))
+	body := fmt.Sprintf("%s\n%d\n%s\n", Origin(a.cfg.LogSigner.Name(), ctx.ID()), size, base64.StdEncoding.EncodeToString(root[:]))
 	return note.Sign(&note.Note{Text: body}, a.cfg.LogSigner)
+}
+
+// CheckpointEntity is the entity of the events that anchor the chain's own checkpoints:
+// version N, op "checkpoint", holds the signed checkpoint of the first N events as its
+// manifest {"checkpoint": "<signed note>"}. Clients cannot append to it.
+const CheckpointEntity = "shardkeeper.checkpoint"
+
+// anchorCheckpoint queues the event anchoring the checkpoint of the first size events (all
+// confirmed, so in the tree).
+func (a *actor) anchorCheckpoint(ctx *actors.Context, m meta, size int64) (meta, error) {
+	if _, found, err := ctx.Get(versionKey(CheckpointEntity, size)); err != nil || found {
+		return m, err
+	}
+	signed, err := a.signCheckpoint(ctx, size)
+	if err != nil {
+		return m, err
+	}
+	manifest, _ := json.Marshal(map[string]string{"checkpoint": string(signed)})
+	e := Event{EntityID: CheckpointEntity, Ver: size, Op: "checkpoint", Vis: "public", Manifest: manifest}
+	if err := e.Normalize(); err != nil {
+		return m, err
+	}
+	return a.enqueue(ctx, m, &e), nil
 }
 
 // Proof is the answer of the proof methods: hashes base64 (standard), in RFC 6962 order.

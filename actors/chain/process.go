@@ -437,6 +437,11 @@ func (a *actor) advanceConfirmed(ctx *actors.Context, m meta) (meta, error) {
 			return m, err
 		}
 		m.ConfirmedSeq++
+		if a.cfg.LogSigner != nil && a.cfg.CheckpointEvery > 0 && m.ConfirmedSeq%a.cfg.CheckpointEvery == 0 {
+			if m, err = a.anchorCheckpoint(ctx, m, m.ConfirmedSeq); err != nil {
+				return m, err
+			}
+		}
 	}
 	return m, nil
 }

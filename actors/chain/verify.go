@@ -2,9 +2,12 @@ package chain
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/shardkeeper/shardkeeper/arweave"
 	"github.com/shardkeeper/shardkeeper/tlog"
@@ -24,6 +27,26 @@ type Report struct {
 	Head       Ref               `json:"head"`
 	FirstError *Broken           `json:"first_error"`
 	Checkpoint *CheckpointResult `json:"checkpoint,omitempty"`
+	// Anchored are the checkpoints the chain itself anchors (CheckpointEntity events), newest
+	// first; each one's root was checked against the events walked.
+	Anchored []Anchored `json:"anchored_checkpoints,omitempty"`
+	// Leaves are the events' leaf hashes, event seq's at seq-1, once the walk reached seq 1.
+	Leaves []tlog.Hash `json:"-"`
+}
+
+// Anchored is a checkpoint anchored in the chain: event Seq holds the checkpoint of the
+// first Size events.
+type Anchored struct {
+	Seq  int64  `json:"seq"`
+	TxID string `json:"tx_id"`
+	Size int64  `json:"size"`
+	Note []byte `json:"-"` // the signed note
+}
+
+// text is the checkpoint's body, without its signatures.
+func (cp Anchored) text() string {
+	text, _, _ := strings.Cut(string(cp.Note), "\n\n")
+	return text + "\n"
 }
 
 // CheckpointResult is the outcome of checking a checkpoint against the events walked.
@@ -50,8 +73,9 @@ type Broken struct {
 // Verify walks the chain whose last event is transaction head back to seq 1, checking each
 // event on its own — the transaction's signature and id, its data against its data root, the
 // manifest against its CID, its tags — and each against the next: one signer, seq one less,
-// and the next event's prev_tx and prev_cid naming it. progress, when set, is called after
-// each event checked, with its attestation.
+// and the next event's prev_tx and prev_cid naming it. Each checkpoint anchored in the chain
+// must then be the tree of the events before it (its signature is the caller's to check:
+// Anchored). progress, when set, is called after each event checked, with its attestation.
 func Verify(ctx context.Context, g Reader, head string, progress func(checked int, a Attestation)) Report {
 	r := Report{Head: Ref{TxID: head}}
 	var (
@@ -60,6 +84,7 @@ func Verify(ctx context.Context, g Reader, head string, progress func(checked in
 		chain   string
 		wantSeq int64 = -1 // unknown until the head is read (reported as 0)
 		later   *Attestation
+		leaves  []tlog.Hash // from the head down
 	)
 	broken := func(seq int64, format string, args ...any) Report {
 		r.FirstError = &Broken{Seq: max(seq, 0), TxID: id, Reason: fmt.Sprintf(format, args...)}
@@ -96,7 +121,7 @@ func Verify(ctx context.Context, g Reader, head string, progress func(checked in
 		if err := tx.Verify(); err != nil { // now with the data: its size and root
 			return broken(wantSeq, "%v", err)
 		}
-		a, _, err := ParsePayload(data)
+		a, manifest, err := ParsePayload(data)
 		if err != nil {
 			if a.Seq > 0 {
 				return broken(a.Seq, "%v", err)
@@ -122,9 +147,18 @@ func Verify(ctx context.Context, g Reader, head string, progress func(checked in
 		case later != nil && *later.PrevCID != a.CID:
 			return broken(a.Seq, "event %d names prev_cid %s, this event's cid is %s", later.Seq, *later.PrevCID, a.CID)
 		}
+		if a.PI == CheckpointEntity && a.Op == "checkpoint" {
+			cp, err := anchoredCheckpoint(a, manifest)
+			if err != nil {
+				return broken(a.Seq, "%v", err)
+			}
+			cp.TxID = id
+			r.Anchored = append(r.Anchored, cp)
+		}
 		if wantSeq < 0 {
 			r.Head.Seq = a.Seq
 		}
+		leaves = append(leaves, tlog.LeafHash(Leaf(a)))
 		r.Checked++
 		if progress != nil {
 			progress(r.Checked, a)
@@ -132,6 +166,14 @@ func Verify(ctx context.Context, g Reader, head string, progress func(checked in
 		if a.Seq == 1 {
 			if a.PrevTx != nil || a.PrevCID != nil {
 				return broken(1, "the first event names a previous one")
+			}
+			slices.Reverse(leaves)
+			r.Leaves = leaves
+			for _, cp := range r.Anchored {
+				if _, err := checkRoot(cp.text(), leaves); err != nil {
+					id = cp.TxID
+					return broken(cp.Seq, "the checkpoint it anchors: %v", err)
+				}
 			}
 			r.OK = true
 			return r
@@ -143,10 +185,33 @@ func Verify(ctx context.Context, g Reader, head string, progress func(checked in
 	}
 }
 
+// anchoredCheckpoint reads the checkpoint anchored by event a.
+func anchoredCheckpoint(a Attestation, manifest []byte) (Anchored, error) {
+	var m struct {
+		Checkpoint string `json:"checkpoint"`
+	}
+	if json.Unmarshal(manifest, &m) != nil || m.Checkpoint == "" {
+		return Anchored{}, fmt.Errorf("a checkpoint event without a checkpoint")
+	}
+	cp := Anchored{Seq: a.Seq, Note: []byte(m.Checkpoint)}
+	if !strings.Contains(m.Checkpoint, "\n\n") {
+		return Anchored{}, fmt.Errorf("the anchored checkpoint is not a signed note")
+	}
+	_, size, _, err := ParseCheckpoint(cp.text())
+	switch {
+	case err != nil:
+		return Anchored{}, fmt.Errorf("the anchored checkpoint: %v", err)
+	case size != a.Ver || size >= a.Seq:
+		return Anchored{}, fmt.Errorf("the anchored checkpoint of %d events is version %d, event %d", size, a.Ver, a.Seq)
+	}
+	cp.Size = size
+	return cp, nil
+}
+
 // CheckCheckpoint checks a checkpoint of the chain offline: its signature by the log key
-// vkey, and its root against the tree of the events' attestations from seq 1 to its size
-// (leaf gives each, as a walk of the chain read them). It returns the checkpoint's size.
-func CheckCheckpoint(signed []byte, vkey string, leaf func(seq int64) (Attestation, bool)) (int64, error) {
+// vkey, and its root against the tree of the events' leaves from seq 1 on (Report.Leaves). It
+// returns the checkpoint's size.
+func CheckCheckpoint(signed []byte, vkey string, leaves []tlog.Hash) (int64, error) {
 	v, err := note.NewVerifier(vkey)
 	if err != nil {
 		return 0, fmt.Errorf("log key: %v", err)
@@ -155,17 +220,22 @@ func CheckCheckpoint(signed []byte, vkey string, leaf func(seq int64) (Attestati
 	if err != nil {
 		return 0, fmt.Errorf("checkpoint signature: %v", err)
 	}
-	_, size, root, err := ParseCheckpoint(n.Text)
+	return checkRoot(n.Text, leaves)
+}
+
+// checkRoot checks the root of checkpoint text against the tree of leaves (leaves[i] is event
+// i+1's), and returns its size.
+func checkRoot(text string, leaves []tlog.Hash) (int64, error) {
+	_, size, root, err := ParseCheckpoint(text)
 	if err != nil {
 		return 0, err
 	}
+	if size > int64(len(leaves)) {
+		return size, fmt.Errorf("the checkpoint covers %d events; the chain walked has %d", size, len(leaves))
+	}
 	tree := memTree{}
-	for seq := int64(1); seq <= size; seq++ {
-		a, ok := leaf(seq)
-		if !ok {
-			return size, fmt.Errorf("the checkpoint covers %d events; event %d was not read", size, seq)
-		}
-		nodes, err := tlog.Append(tree, seq-1, tlog.LeafHash(Leaf(a)))
+	for i, leaf := range leaves[:size] {
+		nodes, err := tlog.Append(tree, int64(i), leaf)
 		if err != nil {
 			return size, err
 		}

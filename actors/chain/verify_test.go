@@ -33,13 +33,19 @@ func newAnchorer(t *testing.T) *anchorer {
 // data; it returns the link to it.
 func (a *anchorer) post(prev Link, ver int64, w *arweave.Wallet, mutate func(data []byte) []byte) Link {
 	a.t.Helper()
-	ctx := context.Background()
 	e := &Event{EntityID: "device:" + fmt.Sprint(ver), Ver: ver, Op: "create", Vis: "public", TS: 1700000000000 + ver,
 		Manifest: json.RawMessage(fmt.Sprintf(`{"n":%d, "name":"thing"}`, ver))}
+	return a.postEvent("main", prev, e, w, mutate)
+}
+
+// postEvent anchors e as the event after prev in chain.
+func (a *anchorer) postEvent(chain string, prev Link, e *Event, w *arweave.Wallet, mutate func(data []byte) []byte) Link {
+	a.t.Helper()
+	ctx := context.Background()
 	if err := e.Normalize(); err != nil {
 		a.t.Fatal(err)
 	}
-	data, tags := Payload("main", e, prev)
+	data, tags := Payload(chain, e, prev)
 	if mutate != nil {
 		data = mutate(data)
 	}

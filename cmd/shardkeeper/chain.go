@@ -25,8 +25,9 @@ const chainUsage = `Usage: shardkeeper chain verify --gateway URL (--head TX_ID 
 Walks an attestation chain on Arweave from its head back to seq 1 and checks every event: the
 transaction's signature and id, its data against its data root, the manifest against its CID,
 its tags, one signer for the whole chain, seq without gaps, and each event's prev_tx and
-prev_cid naming the event before it. Exits 0 when the chain is whole, 1 naming the first break
-found (walking back from the head) and why.
+prev_cid naming the event before it; and every checkpoint the chain anchors (events of
+entity shardkeeper.checkpoint) must be the tree of the events before it. Exits 0 when the chain
+is whole, 1 naming the first break found (walking back from the head) and why.
 
 log-key makes the key pair that signs the chains' checkpoints: the private key goes to FILE
 (readable by its owner only; give it to the nodes with --chain-log-key), the verifier key is
@@ -40,7 +41,8 @@ Flags:
   --json          print {ok, checked, head: {seq, tx_id}, first_error: {seq, tx_id, reason} | null}
   --checkpoint FILE  also check a checkpoint (GET /v1/chains/NAME/checkpoint) offline: its
                   signature by --log-key, and its root against the events walked
-  --log-key VKEY  the log's verifier key (as shardkeeper chain log-key printed it)
+  --log-key VKEY  the log's verifier key (as shardkeeper chain log-key printed it); the
+                  checkpoints anchored in the chain must be signed by it
 `
 
 // chainCmd runs "shardkeeper chain".
@@ -81,8 +83,8 @@ func chainCmd(args []string, stdout, stderr io.Writer) error {
 		return usageError{errors.New("chain verify: --gateway is required")}
 	case (*head == "") == (*name == ""):
 		return usageError{errors.New("chain verify: give --head or --chain")}
-	case (*checkpoint == "") != (*logKey == ""):
-		return usageError{errors.New("chain verify: --checkpoint and --log-key go together")}
+	case *checkpoint != "" && *logKey == "":
+		return usageError{errors.New("chain verify: --checkpoint needs --log-key")}
 	}
 	if *name != "" {
 		var h struct {
@@ -103,23 +105,24 @@ func chainCmd(args []string, stdout, stderr io.Writer) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
 	last := time.Now()
-	seen := map[int64]chain.Attestation{}
 	progress := func(checked int, a chain.Attestation) {
-		if *checkpoint != "" {
-			seen[a.Seq] = a
-		}
 		if time.Since(last) >= 2*time.Second { // long chains: say where the walk is
 			fmt.Fprintf(stderr, "checked %d events, at seq %d\n", checked, a.Seq)
 			last = time.Now()
 		}
 	}
 	r := chain.Verify(ctx, arweave.NewClient(*gateway, nil), *head, progress)
+	if r.OK && *logKey != "" {
+		if err := checkAnchored(&r, *logKey); err != nil {
+			return err
+		}
+	}
 	if r.OK && *checkpoint != "" {
 		signed, err := os.ReadFile(*checkpoint)
 		if err != nil {
 			return fmt.Errorf("chain verify: %w", err)
 		}
-		size, err := chain.CheckCheckpoint(signed, *logKey, func(seq int64) (chain.Attestation, bool) { a, ok := seen[seq]; return a, ok })
+		size, err := chain.CheckCheckpoint(signed, *logKey, r.Leaves)
 		r.Checkpoint = &chain.CheckpointResult{Size: size, OK: err == nil}
 		if err != nil {
 			r.OK = false
@@ -131,6 +134,10 @@ func chainCmd(args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintln(stdout, string(b))
 	} else if r.OK {
 		fmt.Fprintf(stdout, "chain whole: %d events, head seq %d (%s)\n", r.Checked, r.Head.Seq, r.Head.TxID)
+		if n := len(r.Anchored); n > 0 {
+			signed := map[bool]string{true: ", each signed by the log key", false: " (give --log-key to check their signatures)"}[*logKey != ""]
+			fmt.Fprintf(stdout, "%d checkpoints anchored in it, the latest of %d events: each the tree of the events before it%s\n", n, r.Anchored[0].Size, signed)
+		}
 	}
 	if r.Checkpoint != nil && !r.Checkpoint.OK {
 		return fmt.Errorf("chain whole, but the checkpoint does not hold: %s", r.Checkpoint.Reason)
@@ -143,6 +150,23 @@ func chainCmd(args []string, stdout, stderr io.Writer) error {
 			return fmt.Errorf("chain not verified: its head (transaction %s): %s", r.FirstError.TxID, r.FirstError.Reason)
 		}
 		return fmt.Errorf("chain broken at seq %d (transaction %s): %s", r.FirstError.Seq, r.FirstError.TxID, r.FirstError.Reason)
+	}
+	return nil
+}
+
+// checkAnchored checks the signature of every checkpoint anchored in the chain by the log
+// key vkey; the first one that fails breaks the chain at its event.
+func checkAnchored(r *chain.Report, vkey string) error {
+	v, err := note.NewVerifier(vkey)
+	if err != nil {
+		return usageError{fmt.Errorf("chain verify: --log-key: %v", err)}
+	}
+	for _, cp := range r.Anchored {
+		if _, err := note.Open(cp.Note, note.VerifierList(v)); err != nil {
+			r.OK = false
+			r.FirstError = &chain.Broken{Seq: cp.Seq, TxID: cp.TxID, Reason: fmt.Sprintf("the checkpoint of %d events it anchors: signature: %v", cp.Size, err)}
+			return nil
+		}
 	}
 	return nil
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -13,41 +14,60 @@ import (
 	"github.com/shardkeeper/shardkeeper/actors/chain"
 	"github.com/shardkeeper/shardkeeper/arweave"
 	"github.com/shardkeeper/shardkeeper/test/fakearweave"
+	"github.com/shardkeeper/shardkeeper/tlog"
+	"golang.org/x/mod/sumdb/note"
 )
+
+// onFake posts chain events on a fake Arweave node mining by hand.
+type onFake struct {
+	t   *testing.T
+	url string
+	c   *arweave.Client
+	f   *fakearweave.Fake
+	w   *arweave.Wallet
+}
+
+func newOnFake(t *testing.T) *onFake {
+	f := fakearweave.New(fakearweave.Config{Manual: true})
+	srv := httptest.NewServer(f)
+	t.Cleanup(func() { srv.Close(); f.Close() })
+	return &onFake{t: t, url: srv.URL, c: arweave.NewClient(srv.URL, nil), f: f, w: arweave.TestWallet(t)}
+}
+
+// post anchors e as the event after prev, and mines it.
+func (o *onFake) post(prev chain.Link, e *chain.Event) chain.Link {
+	if err := e.Normalize(); err != nil {
+		o.t.Fatal(err)
+	}
+	data, tags := chain.Payload("main", e, prev)
+	tx := arweave.NewTx(data, tags)
+	tx.LastTx, _ = o.c.Anchor(context.Background())
+	tx.Reward, _ = o.c.Price(context.Background(), len(data))
+	if err := tx.Sign(o.w); err != nil {
+		o.t.Fatal(err)
+	}
+	if err := o.c.Post(context.Background(), tx); err != nil {
+		o.t.Fatal(err)
+	}
+	o.f.Mine()
+	return chain.Link{Seq: prev.Seq + 1, TxID: tx.IDString(), CID: e.CID}
+}
+
+// postN anchors event n of entity e after prev.
+func (o *onFake) postN(prev chain.Link, n int) chain.Link {
+	return o.post(prev, &chain.Event{EntityID: "e", Ver: int64(n), Op: "create", Vis: "public", TS: 1, Manifest: json.RawMessage(fmt.Sprintf(`{"n":%d}`, n))})
+}
 
 // chain verify on a chain of three events on the fake node: whole, then with a head whose
 // prev_cid names another manifest.
 func TestChainVerify(t *testing.T) {
-	f := fakearweave.New(fakearweave.Config{Manual: true})
-	srv := httptest.NewServer(f)
-	defer srv.Close()
-	defer f.Close()
-	c := arweave.NewClient(srv.URL, nil)
-	w := arweave.TestWallet(t)
-	post := func(prev chain.Link, n int) chain.Link {
-		e := &chain.Event{EntityID: "e", Ver: int64(n), Op: "create", Vis: "public", TS: 1, Manifest: json.RawMessage(fmt.Sprintf(`{"n":%d}`, n))}
-		if err := e.Normalize(); err != nil {
-			t.Fatal(err)
-		}
-		data, tags := chain.Payload("main", e, prev)
-		tx := arweave.NewTx(data, tags)
-		tx.LastTx, _ = c.Anchor(context.Background())
-		tx.Reward, _ = c.Price(context.Background(), len(data))
-		if err := tx.Sign(w); err != nil {
-			t.Fatal(err)
-		}
-		if err := c.Post(context.Background(), tx); err != nil {
-			t.Fatal(err)
-		}
-		f.Mine()
-		return chain.Link{Seq: prev.Seq + 1, TxID: tx.IDString(), CID: e.CID}
-	}
-	one := post(chain.Link{}, 1)
-	two := post(one, 2)
-	three := post(two, 3)
+	o := newOnFake(t)
+	one := o.postN(chain.Link{}, 1)
+	two := o.postN(one, 2)
+	three := o.postN(two, 3)
 
 	var out, errOut bytes.Buffer
-	if code := run([]string{"chain", "verify", "--gateway", srv.URL, "--head", three.TxID, "--json"}, &out, &errOut); code != 0 {
+	if code := run([]string{"chain", "verify", "--gateway", o.url, "--head", three.TxID, "--json"}, &out, &errOut); code != 0 {
 		t.Fatalf("exit %d: %s %s", code, out.String(), errOut.String())
 	}
 	var r chain.Report
@@ -55,17 +75,17 @@ func TestChainVerify(t *testing.T) {
 		t.Fatalf("report %s (%v)", out.String(), err)
 	}
 
-	forged := post(chain.Link{Seq: 2, TxID: two.TxID, CID: one.CID}, 3)
+	forged := o.postN(chain.Link{Seq: 2, TxID: two.TxID, CID: one.CID}, 3)
 	out.Reset()
 	errOut.Reset()
-	if code := run([]string{"chain", "verify", "--gateway", srv.URL, "--head", forged.TxID}, &out, &errOut); code != 1 ||
+	if code := run([]string{"chain", "verify", "--gateway", o.url, "--head", forged.TxID}, &out, &errOut); code != 1 ||
 		!strings.Contains(errOut.String(), "chain broken at seq 2") || !strings.Contains(errOut.String(), "prev_cid") {
 		t.Fatalf("exit %d: %s", code, errOut.String())
 	}
 	if code := run([]string{"chain", "verify", "--head", "x"}, &out, &errOut); code != 2 {
 		t.Fatalf("without --gateway: exit %d", code)
 	}
-	if code := run([]string{"chain", "verify", "--gateway", srv.URL, "--head", "x", "--chain", "main"}, &out, &errOut); code != 2 {
+	if code := run([]string{"chain", "verify", "--gateway", o.url, "--head", "x", "--chain", "main"}, &out, &errOut); code != 2 {
 		t.Fatalf("with --head and --chain: exit %d", code)
 	}
 	// --chain: the head comes from a node's GET /v1/chains/{chain}/head.
@@ -78,8 +98,60 @@ func TestChainVerify(t *testing.T) {
 	}))
 	defer node.Close()
 	out.Reset()
-	if code := run([]string{"chain", "verify", "--gateway", srv.URL, "--chain", "main", "--addr", node.URL}, &out, &errOut); code != 0 ||
+	if code := run([]string{"chain", "verify", "--gateway", o.url, "--chain", "main", "--addr", node.URL}, &out, &errOut); code != 0 ||
 		!strings.Contains(out.String(), "chain whole: 3 events") {
 		t.Fatalf("--chain: exit %d: %s %s", code, out.String(), errOut.String())
 	}
+}
+
+// chain verify --log-key checks the signatures of the checkpoints a chain anchors: the
+// checkpoint of three events, anchored as event 4, holds with its log key and breaks the
+// chain at seq 4 with another.
+func TestChainVerifyAnchoredCheckpoints(t *testing.T) {
+	o := newOnFake(t)
+	var head chain.Link
+	for n := 1; n <= 3; n++ {
+		head = o.postN(head, n)
+	}
+	r := chain.Verify(context.Background(), o.c, head.TxID, nil)
+	if !r.OK {
+		t.Fatalf("%+v", r.FirstError)
+	}
+	tree := map[[2]int64]tlog.Hash{}
+	reader := treeOf(tree)
+	for i, leaf := range r.Leaves {
+		nodes, _ := tlog.Append(reader, int64(i), leaf)
+		for _, nd := range nodes {
+			tree[[2]int64{int64(nd.Level), nd.Index}] = nd.Hash
+		}
+	}
+	root, _ := tlog.Root(reader, 3)
+	skey, vkey, _ := note.GenerateKey(nil, "log.test")
+	signer, _ := note.NewSigner(skey)
+	signed, _ := note.Sign(&note.Note{Text: fmt.Sprintf("%s\n3\n%s\n", chain.Origin("log.test", "main"), base64.StdEncoding.EncodeToString(root[:]))}, signer)
+	manifest, _ := json.Marshal(map[string]string{"checkpoint": string(signed)})
+	head = o.post(head, &chain.Event{EntityID: chain.CheckpointEntity, Ver: 3, Op: "checkpoint", Vis: "public", TS: 1, Manifest: manifest})
+
+	var out, errOut bytes.Buffer
+	if code := run([]string{"chain", "verify", "--gateway", o.url, "--head", head.TxID, "--log-key", vkey}, &out, &errOut); code != 0 ||
+		!strings.Contains(out.String(), "1 checkpoints anchored in it, the latest of 3 events") || !strings.Contains(out.String(), "signed by the log key") {
+		t.Fatalf("exit %d: %s %s", code, out.String(), errOut.String())
+	}
+	_, otherKey, _ := note.GenerateKey(nil, "log.test")
+	out.Reset()
+	if code := run([]string{"chain", "verify", "--gateway", o.url, "--head", head.TxID, "--log-key", otherKey}, &out, &errOut); code != 1 ||
+		!strings.Contains(errOut.String(), "chain broken at seq 4") || !strings.Contains(errOut.String(), "signature") {
+		t.Fatalf("another key: exit %d: %s", code, errOut.String())
+	}
+}
+
+// treeOf reads a tree kept in a map (tlog.Reader).
+type treeOf map[[2]int64]tlog.Hash
+
+func (m treeOf) Node(level int, index int64) (tlog.Hash, error) {
+	h, ok := m[[2]int64{int64(level), index}]
+	if !ok {
+		return h, fmt.Errorf("node %d/%d missing", level, index)
+	}
+	return h, nil
 }
