@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/shardkeeper/shardkeeper/actors/chain"
 	"github.com/shardkeeper/shardkeeper/arweave"
@@ -154,4 +155,70 @@ func (m treeOf) Node(level int, index int64) (tlog.Hash, error) {
 		return h, fmt.Errorf("node %d/%d missing", level, index)
 	}
 	return h, nil
+}
+
+// chain verify walks a chain of 10,000 events, saying where it is on stderr, and names the
+// event whose data the gateway serves tampered.
+func TestChainVerifyLongChain(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds a chain of 10,000 events")
+	}
+	o := newOnFake(t)
+	var err error
+	if o.w, err = arweave.GenerateWallet(2048); err != nil {
+		t.Fatal(err)
+	}
+	const n = 10000
+	ids := make([]string, n+1)
+	var head chain.Link
+	anchor, _ := o.c.Anchor(context.Background())
+	for i := 1; i <= n; i++ {
+		e := &chain.Event{EntityID: fmt.Sprintf("device-%d", i%500), Ver: int64(i/500 + 1), Op: "update", Vis: "public", TS: int64(i),
+			Manifest: json.RawMessage(fmt.Sprintf(`{"n":%d}`, i))}
+		if err := e.Normalize(); err != nil {
+			t.Fatal(err)
+		}
+		data, tags := chain.Payload("main", e, head)
+		tx := arweave.NewTx(data, tags)
+		tx.LastTx, tx.Reward = anchor, "1000000000000"
+		if err := tx.Sign(o.w); err != nil {
+			t.Fatal(err)
+		}
+		if err := o.c.Post(context.Background(), tx); err != nil {
+			t.Fatalf("event %d: %v", i, err)
+		}
+		head = chain.Link{Seq: int64(i), TxID: tx.IDString(), CID: e.CID}
+		ids[i] = head.TxID
+		if i%500 == 0 { // a block now and then, and a fresh anchor
+			o.f.Mine()
+			anchor, _ = o.c.Anchor(context.Background())
+		}
+	}
+	var out, errOut bytes.Buffer
+	start := time.Now()
+	if code := run([]string{"chain", "verify", "--gateway", o.url, "--head", head.TxID}, &out, &errOut); code != 0 ||
+		!strings.Contains(out.String(), "chain whole: 10000 events, head seq 10000") {
+		t.Fatalf("exit %d: %s %s", code, out.String(), errOut.String())
+	}
+	took := time.Since(start)
+	if took > 4*time.Second && !strings.Contains(errOut.String(), "checked ") {
+		t.Errorf("a %v walk said nothing of its progress: %q", took, errOut.String())
+	}
+	t.Logf("verified %d events in %v", n, took)
+
+	// The gateway serves event 4321's data changed by one byte.
+	data, err := o.c.Data(context.Background(), ids[4321])
+	if err != nil {
+		t.Fatal(err)
+	}
+	data = bytes.Replace(data, []byte(`"n":4321`), []byte(`"n":4329`), 1)
+	if !o.f.Tamper(ids[4321], data) {
+		t.Fatal("the fake lost event 4321")
+	}
+	out.Reset()
+	errOut.Reset()
+	if code := run([]string{"chain", "verify", "--gateway", o.url, "--head", head.TxID}, &out, &errOut); code != 1 ||
+		!strings.Contains(errOut.String(), "chain broken at seq 4321") {
+		t.Fatalf("tampered: exit %d: %s", code, errOut.String())
+	}
 }

@@ -171,6 +171,26 @@ func TestChainSurvivesKill(t *testing.T) {
 	if len(mined) != total || len(onChain) != total {
 		t.Fatalf("the node mined %d transactions, the chain holds %d distinct ones, for %d events: an orphan or a fork", len(mined), len(onChain), total)
 	}
+	// The gateway now serves event 150's data changed: the verifier names it.
+	var tampered string
+	for id, seq := range onChain {
+		if seq == 150 {
+			tampered = id
+		}
+	}
+	data, err := arweave.NewClient(gateway, nil).Data(context.Background(), tampered)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data = []byte(strings.Replace(string(data), `"vis":"public"`, `"vis":"secret"`, 1))
+	if resp, err := hc.Post(gateway+"/admin/tamper/"+tampered, "application/octet-stream", strings.NewReader(string(data))); err != nil || resp.StatusCode != http.StatusNoContent {
+		t.Fatalf("tamper: %v %v", resp, err)
+	}
+	r = chain.Verify(context.Background(), arweave.NewClient(gateway, nil), *head.TxID, nil)
+	if r.OK || r.FirstError == nil || r.FirstError.Seq != 150 {
+		t.Fatalf("verify of the tampered chain: %+v %+v", r, r.FirstError)
+	}
+	t.Logf("tampered event 150: %s", r.FirstError.Reason)
 }
 
 // getJSON decodes the answer of a GET, which must be 200.

@@ -159,6 +159,18 @@ func (f *Fake) TakenSince(i int) []Taken {
 	return append([]Taken(nil), f.taken[i:]...)
 }
 
+// Tamper makes the node serve data instead of transaction id's own, as a faulty or hostile
+// gateway would; it reports whether the node has the transaction.
+func (f *Fake) Tamper(id string, data []byte) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	e, ok := f.txs[id]
+	if ok {
+		e.data = data
+	}
+	return ok
+}
+
 // Mined returns the ids of the mined transactions, in mining order.
 func (f *Fake) Mined() []string {
 	f.mu.Lock()

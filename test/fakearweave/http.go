@@ -34,6 +34,14 @@ func (f *Fake) routes() {
 	m.HandleFunc("GET /{id}", f.raw)
 	m.HandleFunc("POST /admin/faults", f.adminFaults)
 	m.HandleFunc("POST /admin/mine", func(w http.ResponseWriter, _ *http.Request) { f.Mine(); w.WriteHeader(http.StatusNoContent) })
+	m.HandleFunc("POST /admin/tamper/{id}", func(w http.ResponseWriter, r *http.Request) {
+		data, _ := io.ReadAll(io.LimitReader(r.Body, 16<<20))
+		if !f.Tamper(r.PathValue("id"), data) {
+			http.NotFound(w, r)
+			return
+		}
+		w.WriteHeader(http.StatusNoContent)
+	})
 	m.HandleFunc("GET /admin/mined", func(w http.ResponseWriter, _ *http.Request) { writeJSON(w, http.StatusOK, f.Mined()) })
 	f.mux = http.NewServeMux()
 	f.mux.Handle("/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
