@@ -42,6 +42,7 @@ type Input struct {
 	RequestID string // consume, verify
 	ValidSig  bool   // verify: the signature is the device's real one
 	Node      string // the node the request was sent to (for the visualization)
+	Content   string // chain append: which of the version's bodies it sent
 }
 
 // Output is what one operation got back.
@@ -61,7 +62,11 @@ type Output struct {
 	// carried (submit 200/201, read 200); TxHash is "" while it has none.
 	Intent string
 	TxHash string
-	Err    string // transport error text, for the visualization
+	// Content and Seq are what a chain answer (append 200/201, version 200) showed of the
+	// version: whose body's CID it carried, and its seq (0 before it is signed).
+	Content string
+	Seq     int64
+	Err     string // transport error text, for the visualization
 }
 
 func (o Output) String() string {

@@ -11,7 +11,6 @@ import (
 	"io"
 	"maps"
 	"math/rand/v2"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -207,8 +206,7 @@ func (rc *relayerClient) do(ctx context.Context, n *proc.Node, method, path stri
 	}
 	resp, err := rc.hc.Do(req)
 	if err != nil {
-		var opErr *net.OpError
-		if errors.As(err, &opErr) && opErr.Op == "dial" {
+		if isDialError(err) {
 			return relayerAnswer{err: err}
 		}
 		return relayerAnswer{sent: true, err: err}

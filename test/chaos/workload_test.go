@@ -232,6 +232,12 @@ type attempt struct {
 	err  error
 }
 
+// isDialError reports whether err is a failure to connect: the request never left.
+func isDialError(err error) bool {
+	var opErr *net.OpError
+	return errors.As(err, &opErr) && opErr.Op == "dial"
+}
+
 // classify turns the error of a client call into an Output.
 func classify(err error) attempt {
 	if err == nil {
@@ -245,8 +251,7 @@ func classify(err error) attempt {
 		}
 		return attempt{out: o, sent: true, err: err}
 	}
-	var opErr *net.OpError
-	if errors.As(err, &opErr) && opErr.Op == "dial" {
+	if isDialError(err) {
 		return attempt{sent: false, err: err}
 	}
 	msg := err.Error()

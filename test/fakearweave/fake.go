@@ -22,7 +22,7 @@ type Config struct {
 	// BasePrice and PricePerChunk make GET /price/{bytes}: BasePrice + PricePerChunk·chunks
 	// (winston), the data counted in whole 256 KiB chunks as the network prices it.
 	PricePerChunk, BasePrice int64
-	Seed                    uint64 // of the fault dice
+	Seed                     uint64 // of the fault dice
 }
 
 // Faults are the failures the fake injects, each a probability in [0, 1].
