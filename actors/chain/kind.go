@@ -227,13 +227,17 @@ func (a *actor) Receive(ctx *actors.Context, req actors.Request) ([]byte, error)
 	return nil, fmt.Errorf("chain: unknown method %q", req.Method)
 }
 
-// retry puts every failed version back at the end of the queue.
+// maxRetry bounds the versions one retry requeues (one write): a caller finding more calls
+// again.
+const maxRetry = 10000
+
+// retry puts the failed versions (up to maxRetry) back at the end of the queue.
 func (a *actor) retry(ctx *actors.Context) ([]byte, error) {
 	m, _, err := load[meta](ctx, metaKey)
 	if err != nil {
 		return nil, err
 	}
-	failed, err := ctx.List(actors.ListOptions{Prefix: []byte("f/")})
+	failed, err := ctx.List(actors.ListOptions{Prefix: []byte("f/"), Limit: maxRetry})
 	if err != nil {
 		return nil, err
 	}

@@ -446,3 +446,29 @@ func TestChainAnchorsCheckpoints(t *testing.T) {
 		t.Fatalf("a forged anchored checkpoint: %+v %+v", r, r.FirstError)
 	}
 }
+
+// An event mined after one that is signed again is a broken link: it names the replaced
+// transaction.
+func TestBrokenLinks(t *testing.T) {
+	recs := func(seqs ...int64) []record {
+		var out []record
+		for _, s := range seqs {
+			out = append(out, record{eventView: eventView{Seq: s}})
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		unmined []int64
+		last    int64
+		want    string
+	}{
+		{[]int64{5, 6, 7}, 7, "[]"},
+		{[]int64{5, 7}, 7, "[6]"},
+		{[]int64{5}, 8, "[6]"},
+		{[]int64{5, 6, 9}, 10, "[7 10]"},
+	} {
+		if got := fmt.Sprint(brokenLinks(recs(tc.unmined...), tc.last)); got != tc.want {
+			t.Errorf("unmined %v up to %d: broken %s, want %s", tc.unmined, tc.last, got, tc.want)
+		}
+	}
+}

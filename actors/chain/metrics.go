@@ -28,6 +28,7 @@ const (
 	eventResigned  = "resigned"  // signed again, its transaction expired unmined
 	eventConfirmed = "confirmed" // mined deep enough
 	eventFailed    = "failed"    // retries exhausted before signing
+	eventBroken    = "broken"    // mined, linking to a transaction that expired unmined
 )
 
 // NewMetrics creates the chain's instruments on reg (shared with instruments already there).
@@ -41,7 +42,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		unconfirmed: domain.Register(reg, prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "shardkeeper_chain_unconfirmed", Help: "Events signed and not yet confirmed, per chain (at most --chain-max-unconfirmed)."}, chain)),
 		events: domain.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "shardkeeper_chain_events_total", Help: "Chain events: accepted, signed, resigned (expired unmined, signed again), confirmed, failed."}, []string{"event"})),
+			Name: "shardkeeper_chain_events_total", Help: "Chain events: accepted, signed, resigned (expired unmined, signed again), confirmed, failed, broken (mined while the event before expired unmined: the chain on Arweave breaks there; alert on it)."}, []string{"event"})),
 		posts: domain.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "shardkeeper_chain_posts_total", Help: "POST /tx by result: accepted (200 or 208), rejected (the node refused it), unknown (no answer, 429, 5xx)."}, []string{"result"})),
 		reposts: domain.Register(reg, prometheus.NewCounter(prometheus.CounterOpts{

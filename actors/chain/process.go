@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strconv"
 	"strings"
@@ -354,6 +355,14 @@ func (a *actor) resign(ctx *actors.Context, m meta, p prepared) (meta, error) {
 	if err != nil {
 		return m, err
 	}
+	if broken := brokenLinks(recs, m.Seq); len(broken) > 0 {
+		// A later event was mined while this one's transaction expired unmined: its prev_tx
+		// names a transaction that can never be mined, so the chain on Arweave breaks there.
+		// Nothing can mend a mined transaction; say so loudly.
+		slog.Error("chain: an event was mined after one whose transaction expired unmined; the chain on Arweave is broken there",
+			"chain", ctx.ID(), "expired_seq", m.ResignFrom, "broken_at_seq", broken)
+		a.cfg.Metrics.event(eventBroken, len(broken))
+	}
 	// Signed again only once none of the old transactions can be mined any more (a later
 	// one may have a younger anchor): there is never a second transaction for a seq. And all
 	// at once, or none: the prices must cover every size.
@@ -421,6 +430,22 @@ func (a *actor) resign(ctx *actors.Context, m meta, p prepared) (meta, error) {
 	a.cfg.Metrics.event(eventResigned, len(recs))
 	m.ResignFrom = 0
 	return m, nil
+}
+
+// brokenLinks returns the events up to last that are not among recs (unmined events, in seq
+// order) but follow one that is: mined, they link to a transaction being replaced.
+func brokenLinks(recs []record, last int64) []int64 {
+	var out []int64
+	for i, r := range recs {
+		next := last + 1
+		if i+1 < len(recs) {
+			next = recs[i+1].Seq
+		}
+		if r.Seq+1 < next {
+			out = append(out, r.Seq+1)
+		}
+	}
+	return out
 }
 
 // advanceConfirmed moves confirmed_seq past every confirmed event that follows it.
