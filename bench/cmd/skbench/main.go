@@ -78,6 +78,9 @@ type options struct {
 	chainLatency     time.Duration
 	chainDuration    time.Duration
 	chainWarmup      time.Duration
+	profile          string // directory for CPU profiles of the nodes
+	profileClients   int
+	profileFrom      []string // the nodes' debug URLs, while measuring shardkeeper
 }
 
 func main() {
@@ -123,6 +126,8 @@ func parseFlags(args []string) (options, error) {
 	fs.BoolVar(&o.keep, "keep", false, "keep the temporary directory (data, logs, binary)")
 	fs.BoolVar(&o.skipRelayer, "skip-relayer", false, "do not run the relayer workload (one node only)")
 	fs.DurationVar(&o.relayerLatency, "relayer-latency", 50*time.Millisecond, "one-way network delay of the fake NEAR node's connections in the relayer workload")
+	fs.StringVar(&o.profile, "profile", "", "directory: write a CPU profile of every shardkeeper node for the measured time of each run at --profile-clients (read them with bench/cmd/skbudget)")
+	fs.IntVar(&o.profileClients, "profile-clients", 64, "the client count whose runs --profile profiles")
 	fs.BoolVar(&o.skipChain, "skip-chain", false, "do not run the attestation chain workload (one node only)")
 	fs.DurationVar(&o.chainLatency, "chain-latency", 2*time.Second, "delay the fake Arweave node adds to every answer in the chain workload")
 	fs.DurationVar(&o.chainDuration, "chain-duration", 20*time.Second, "measured time of each chain run")
@@ -274,6 +279,7 @@ func runShardkeeper(ctx context.Context, o options, tmp string, rows *[]row) err
 			procs = nodeProcesses(nodes)
 			for _, n := range nodes {
 				urls = append(urls, n.url)
+				o.profileFrom = append(o.profileFrom, n.debug)
 			}
 		} else {
 			node, err := startShardkeeper(ctx, bin, dir, o.partitions)
@@ -285,6 +291,7 @@ func runShardkeeper(ctx context.Context, o options, tmp string, rows *[]row) err
 				node.stop(15 * time.Second)
 			}()
 			urls, procs = []string{node.url}, []*process{node.process}
+			o.profileFrom = []string{node.debug}
 		}
 	}
 	c, err := benchClient(urls, slices.Max(o.clients))
@@ -361,11 +368,20 @@ func runRedis(ctx context.Context, o options, tmp string, rows *[]row) error {
 func measure(ctx context.Context, o options, ps []*process, name, system string, ops []load.Op) (row, error) {
 	logf("%s on %s, %d clients: %v warm-up + %v", name, system, len(ops), o.warmup, o.duration)
 	cpu := startCPUMeter(ps)
+	var profiled func(opsPerS float64) error
+	if o.profile != "" && len(ops) == o.profileClients && len(o.profileFrom) > 0 {
+		profiled = startProfiles(ctx, o, fmt.Sprintf("%s-%s-%d", system, name, len(ops)))
+	}
 	res := load.Run(ctx, load.Config{Warmup: o.warmup, Duration: o.duration, OpTimeout: opTimeout, Classify: workload.Classify}, ops)
 	if err := ctx.Err(); err != nil {
 		return row{}, err
 	}
 	u := cpu.stop()
+	if profiled != nil {
+		if err := profiled(res.OpsPerSec); err != nil {
+			return row{}, err
+		}
+	}
 	for _, p := range ps {
 		select {
 		case <-p.done:

@@ -16,7 +16,8 @@ import (
 // shardkeeperNode is a one-node shardkeeper serving on loopback from a fresh data directory.
 type shardkeeperNode struct {
 	*process
-	url string
+	url   string
+	debug string // base URL of its --debug-addr (Go profiles)
 }
 
 // buildShardkeeper builds the binary into dir (the benchmark runs from the module).
@@ -39,7 +40,7 @@ var limitArgs = []string{
 // startShardkeeper starts `bin serve` in dir with limits large enough that the workloads
 // never hit them, and extra flags, and waits until /readyz answers 200.
 func startShardkeeper(ctx context.Context, bin, dir string, partitions int, extra ...string) (*shardkeeperNode, error) {
-	ports, err := freePorts(4)
+	ports, err := freePorts(5)
 	if err != nil {
 		return nil, err
 	}
@@ -47,7 +48,7 @@ func startShardkeeper(ctx context.Context, bin, dir string, partitions int, extr
 	args := []string{"serve",
 		"--node-id", "bench",
 		"--data-dir", filepath.Join(dir, "data"),
-		"--http-addr", addr(0), "--gossip-addr", addr(1), "--raft-addr", addr(2), "--remote-addr", addr(3),
+		"--http-addr", addr(0), "--gossip-addr", addr(1), "--raft-addr", addr(2), "--remote-addr", addr(3), "--debug-addr", addr(4),
 		"--bootstrap-expect", "1",
 		"--partitions", strconv.Itoa(partitions),
 	}
@@ -56,7 +57,7 @@ func startShardkeeper(ctx context.Context, bin, dir string, partitions int, extr
 	if err != nil {
 		return nil, err
 	}
-	n := &shardkeeperNode{process: p, url: "http://" + addr(0)}
+	n := &shardkeeperNode{process: p, url: "http://" + addr(0), debug: "http://" + addr(4)}
 	if err := n.waitReady(ctx); err != nil {
 		p.stop(10 * time.Second)
 		return nil, err
@@ -70,11 +71,11 @@ func startShardkeeper(ctx context.Context, bin, dir string, partitions int, extr
 // gossip address), with the same limits as startShardkeeper, and waits until every node's
 // /readyz answers 200.
 func startShardkeeperCluster(ctx context.Context, bin, dir string, partitions, n int) ([]*shardkeeperNode, error) {
-	ports, err := freePorts(4 * n)
+	ports, err := freePorts(5 * n)
 	if err != nil {
 		return nil, err
 	}
-	addr := func(node, i int) string { return "127.0.0.1:" + strconv.Itoa(ports[4*node+i]) }
+	addr := func(node, i int) string { return "127.0.0.1:" + strconv.Itoa(ports[5*node+i]) }
 	var nodes []*shardkeeperNode
 	stopStarted := func() { stopAll(nodeProcesses(nodes), 10*time.Second) }
 	for i := range n {
@@ -83,6 +84,7 @@ func startShardkeeperCluster(ctx context.Context, bin, dir string, partitions, n
 			"--node-id", id,
 			"--data-dir", filepath.Join(dir, id, "data"),
 			"--http-addr", addr(i, 0), "--gossip-addr", addr(i, 1), "--raft-addr", addr(i, 2), "--remote-addr", addr(i, 3),
+			"--debug-addr", addr(i, 4),
 			"--bootstrap-expect", strconv.Itoa(n),
 			"--join", addr(0, 1),
 			"--partitions", strconv.Itoa(partitions),
@@ -93,7 +95,7 @@ func startShardkeeperCluster(ctx context.Context, bin, dir string, partitions, n
 			stopStarted()
 			return nil, err
 		}
-		nodes = append(nodes, &shardkeeperNode{process: p, url: "http://" + addr(i, 0)})
+		nodes = append(nodes, &shardkeeperNode{process: p, url: "http://" + addr(i, 0), debug: "http://" + addr(i, 4)})
 	}
 	var urls, pids []string
 	for _, node := range nodes {

@@ -1,0 +1,75 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+)
+
+// startProfiles starts a CPU profile of every node (o.profileFrom) covering the measured
+// time of a run that is starting: after the warm-up, for the duration less half a second.
+// The returned function waits for them, writes each to o.profile/<name>-node<i>.pprof and
+// the run's figures beside them (<name>.json: what bench/cmd/skbudget divides by).
+func startProfiles(ctx context.Context, o options, name string) func(opsPerS float64) error {
+	name = strings.NewReplacer(" ", "_", "/", "_", ",", "").Replace(name)
+	seconds := max(int((o.duration-500*time.Millisecond)/time.Second), 1)
+	var wg sync.WaitGroup
+	errs := make([]error, len(o.profileFrom))
+	for i, base := range o.profileFrom {
+		wg.Go(func() {
+			select {
+			case <-time.After(o.warmup):
+			case <-ctx.Done():
+				errs[i] = ctx.Err()
+				return
+			}
+			errs[i] = fetchProfile(ctx, fmt.Sprintf("%s/debug/pprof/profile?seconds=%d", base, seconds),
+				filepath.Join(o.profile, fmt.Sprintf("%s-node%d.pprof", name, i+1)))
+		})
+	}
+	return func(opsPerS float64) error {
+		wg.Wait()
+		if err := errors.Join(errs...); err != nil {
+			return fmt.Errorf("profile %s: %w", name, err)
+		}
+		b, _ := json.MarshalIndent(map[string]any{"ops_per_s": opsPerS, "seconds": seconds, "nodes": len(o.profileFrom)}, "", "  ")
+		logf("  CPU profiles of the %d node(s) for %d s in %s", len(o.profileFrom), seconds, o.profile)
+		return os.WriteFile(filepath.Join(o.profile, name+".json"), b, 0o644)
+	}
+}
+
+func fetchProfile(ctx context.Context, url, path string) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+		return fmt.Errorf("GET %s: %s %s", url, resp.Status, b)
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(f, resp.Body); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
