@@ -38,7 +38,8 @@ Flags:
   --head TX_ID    the chain's last event
   --chain NAME    instead of --head: the chain whose head a node reports (GET /v1/chains/NAME/head)
   --addr host:port  that node's HTTP address (default "127.0.0.1:8080")
-  --json          print {ok, checked, head: {seq, tx_id}, first_error: {seq, tx_id, reason} | null}
+  --json          print {ok, checked, head: {seq, tx_id}, first_error: {seq, tx_id, reason} | null,
+                  anchored_checkpoints?: [{seq, tx_id, size}], checkpoint?: {size, ok, reason}}
   --checkpoint FILE  also check a checkpoint (GET /v1/chains/NAME/checkpoint) offline: its
                   signature by --log-key, and its root against the events walked
   --log-key VKEY  the log's verifier key (as shardkeeper chain log-key printed it); the

@@ -376,7 +376,7 @@ func latencyRow(workload, system string, clients int, rate float64, lat []time.D
 		}
 		return math.Round(float64(lat[min(len(lat)-1, int(p*float64(len(lat))))])/1e3) / 1e3
 	}
-	return row{Workload: workload, System: system, Clients: clients, OpsPerS: math.Round(rate*10) / 10,
+	return row{Workload: workload, System: system, Clients: clients, OpsPerS: math.Round(rate*100) / 100,
 		P50ms: q(0.50), P99ms: q(0.99), errors: errs}
 }
 
