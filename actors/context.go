@@ -170,7 +170,7 @@ func (c *Context) alarm(name string) (alarmRecord, bool, error) {
 }
 
 func (c *Context) dataKey(key []byte) []byte {
-	return append(append([]byte(nil), c.act.dataPrefix...), key...)
+	return append(append(make([]byte, 0, len(c.act.dataPrefix)+len(key)), c.act.dataPrefix...), key...)
 }
 
 func (c *Context) set(key, value []byte, deleted bool) {

@@ -29,7 +29,7 @@ func InvalidID(field string) *Error {
 // DecodeJSON reads r's body into dst: at most MaxBody bytes (413 body_too_large), one JSON
 // value, no unknown fields (400 invalid_request). Required-field checks are the caller's.
 func DecodeJSON(r *http.Request, dst any) *Error {
-	body, err := io.ReadAll(io.LimitReader(r.Body, MaxBody+1))
+	body, err := ReadBody(r)
 	if err != nil {
 		return Errorf(http.StatusBadRequest, "invalid_request", "read body: %v", err)
 	}
@@ -38,6 +38,29 @@ func DecodeJSON(r *http.Request, dst any) *Error {
 	}
 	return DecodeBytes(body, dst)
 }
+
+// ReadBody reads r's body, at most MaxBody bytes and one: a body Shed already read is not
+// copied again.
+func ReadBody(r *http.Request) ([]byte, error) {
+	if rb, ok := r.Body.(*readBody); ok {
+		return rb.b, nil
+	}
+	n := int64(512)
+	if r.ContentLength > 0 {
+		n = min(r.ContentLength, MaxBody) + 1 // the one byte that tells a body too large
+	}
+	buf := bytes.NewBuffer(make([]byte, 0, n))
+	_, err := buf.ReadFrom(io.LimitReader(r.Body, MaxBody+1))
+	return buf.Bytes(), err
+}
+
+// readBody is a request body read in full.
+type readBody struct {
+	*bytes.Reader
+	b []byte
+}
+
+func (readBody) Close() error { return nil }
 
 // DecodeBytes decodes one JSON value from body into dst, rejecting unknown fields and
 // trailing data.

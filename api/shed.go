@@ -2,7 +2,6 @@ package api
 
 import (
 	"bytes"
-	"io"
 	"net/http"
 	"sync/atomic"
 )
@@ -25,12 +24,12 @@ func Shed(max int, exempt func(*http.Request) bool, h http.Handler) http.Handler
 			return
 		}
 		if r.Body != nil && r.Body != http.NoBody {
-			body, err := io.ReadAll(io.LimitReader(r.Body, MaxBody+1))
+			body, err := ReadBody(r)
 			if err != nil {
 				WriteAPIError(w, Errorf(http.StatusBadRequest, "invalid_request", "the request body could not be read"))
 				return
 			}
-			r.Body = io.NopCloser(bytes.NewReader(body))
+			r.Body = &readBody{Reader: bytes.NewReader(body), b: body}
 		}
 		if inFlight.Add(1) > int64(max) {
 			inFlight.Add(-1)

@@ -42,6 +42,7 @@ type Client struct {
 	relayerToken string
 	chainToken   string
 	retry        RetryPolicy
+	issuers      issuers
 
 	// Seams for tests; production values are set by New.
 	sleep     func(context.Context, time.Duration) error
@@ -120,6 +121,10 @@ type call struct {
 	poll       bool   // a long poll: the HTTP client's own Timeout does not apply, ctx governs
 	idempotent bool   // may be resent after a transport error (see RetryPolicy)
 	single     bool   // one attempt whatever the policy
+	// prefer is the base URL the first attempt goes to ("" or unknown: the next in turn);
+	// answered, when set, learns the base URL that answered.
+	prefer   string
+	answered *string
 }
 
 // do runs c's call with retries and decodes a 2xx body into out (when out is non-nil and the
@@ -137,8 +142,15 @@ func (c *Client) do(ctx context.Context, cl call, out any) (int, error) {
 		attempts = 1
 	}
 	for n := 1; ; n++ {
-		status, err := c.once(ctx, cl, body, out)
+		base := cl.prefer
+		if n > 1 || base == "" {
+			base = c.bases[(c.next.Add(1)-1)%uint64(len(c.bases))]
+		}
+		status, err := c.once(ctx, base, cl, body, out)
 		if err == nil {
+			if cl.answered != nil {
+				*cl.answered = base
+			}
 			return status, nil
 		}
 		if n >= attempts || ctx.Err() != nil || !retryable(err, cl.idempotent) {
@@ -163,9 +175,8 @@ func unwrapTransport(err error) error {
 	return err
 }
 
-// once sends one attempt of cl to the next base URL.
-func (c *Client) once(ctx context.Context, cl call, body []byte, out any) (int, error) {
-	base := c.bases[(c.next.Add(1)-1)%uint64(len(c.bases))]
+// once sends one attempt of cl to base.
+func (c *Client) once(ctx context.Context, base string, cl call, body []byte, out any) (int, error) {
 	var rd io.Reader
 	if body != nil {
 		rd = bytes.NewReader(body)

@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"net/http"
+	"sync"
 )
 
 // Nonce is an oracle nonce: the answer of IssueNonce (UsedAt nil) and of GetNonce.
@@ -35,13 +36,55 @@ func (c *Client) IssueNonce(ctx context.Context, orgID string) (*Nonce, error) {
 	body := struct {
 		OrgID string `json:"org_id"`
 	}{orgID}
-	if _, err := c.do(ctx, call{method: http.MethodPost, path: "/v1/nonces", body: body}, &out); err != nil {
+	var node string
+	if _, err := c.do(ctx, call{method: http.MethodPost, path: "/v1/nonces", body: body, answered: &node}, &out); err != nil {
 		return nil, err
+	}
+	if len(c.bases) > 1 {
+		c.issuers.remember(out.Nonce, node)
 	}
 	return &out, nil
 }
 
-// ConsumeNonce consumes a nonce: a nonce is accepted at most once. When req.RequestID is
+// issuers remembers which node issued each recent nonce. A node issues from a shard of the
+// oracle it leads, so that node is where consuming the nonce needs no forwarding; the
+// consume goes there first (and, should it fail, on to the others in turn). Bounded: the
+// oldest are forgotten.
+type issuers struct {
+	mu   sync.Mutex
+	by   map[string]string // nonce → base URL
+	ring []string          // the nonces remembered, oldest first from next
+	next int
+}
+
+// maxIssuers bounds the nonces remembered.
+const maxIssuers = 1 << 14
+
+func (h *issuers) remember(nonce, base string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.by == nil {
+		h.by, h.ring = map[string]string{}, make([]string, 0, maxIssuers)
+	}
+	if len(h.ring) < maxIssuers {
+		h.ring = append(h.ring, nonce)
+	} else {
+		delete(h.by, h.ring[h.next])
+		h.ring[h.next] = nonce
+		h.next = (h.next + 1) % maxIssuers
+	}
+	h.by[nonce] = base
+}
+
+// issuer returns the node that issued nonce ("" when unknown).
+func (h *issuers) issuer(nonce string) string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.by[nonce]
+}
+
+// ConsumeNonce consumes a nonce: a nonce is accepted at most once. It goes first to the node
+// that issued the nonce, when this client issued it (no forwarding). When req.RequestID is
 // empty a random one is generated; it is the same on every attempt of this call, so a
 // retry after a lost answer gets 200 instead of 409 nonce_used. Pass your own request id
 // to make retries across calls (or processes) idempotent too.
@@ -50,7 +93,8 @@ func (c *Client) ConsumeNonce(ctx context.Context, nonce string, req ConsumeRequ
 		req.RequestID = c.requestID()
 	}
 	var out Consumed
-	if _, err := c.do(ctx, call{method: http.MethodPost, path: "/v1/nonces/" + seg(nonce) + "/consume", body: req, idempotent: true}, &out); err != nil {
+	cl := call{method: http.MethodPost, path: "/v1/nonces/" + seg(nonce) + "/consume", body: req, idempotent: true, prefer: c.issuers.issuer(nonce)}
+	if _, err := c.do(ctx, cl, &out); err != nil {
 		return nil, err
 	}
 	return &out, nil

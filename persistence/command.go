@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
 )
 
 // Command is one Raft log entry's worth of state changes for a partition: the writes of every
@@ -38,6 +39,11 @@ var ErrBadCommand = errors.New("malformed command")
 // version byte, time (varint), op count (uvarint), then per op a type byte, the key and (for
 // puts) the value as length-prefixed strings.
 func (c *Command) Encode(dst []byte) []byte {
+	size := 1 + 2*binary.MaxVarintLen64
+	for _, op := range c.Ops {
+		size += 1 + 2*binary.MaxVarintLen32 + len(op.Key) + len(op.Value)
+	}
+	dst = slices.Grow(dst, size) // one allocation, not one per growth
 	dst = append(dst, commandVersion)
 	dst = binary.AppendVarint(dst, c.Time)
 	dst = binary.AppendUvarint(dst, uint64(len(c.Ops)))

@@ -38,7 +38,10 @@ var (
 )
 
 func partitionPrefix(p uint32, section byte) []byte {
-	k := make([]byte, 0, 16)
+	return appendPartitionPrefix(make([]byte, 0, 16), p, section)
+}
+
+func appendPartitionPrefix(k []byte, p uint32, section byte) []byte {
 	k = append(k, prefixPartition)
 	k = binary.BigEndian.AppendUint32(k, p)
 	return append(k, section)
@@ -58,7 +61,9 @@ func stableKey(p uint32, key []byte) []byte {
 func metaKey(p uint32, name []byte) []byte { return append(partitionPrefix(p, sectionMeta), name...) }
 
 // StateKey returns the Pebble key of the relative state key k in partition p.
-func StateKey(p uint32, k []byte) []byte { return append(partitionPrefix(p, sectionState), k...) }
+func StateKey(p uint32, k []byte) []byte {
+	return append(appendPartitionPrefix(make([]byte, 0, 6+len(k)), p, sectionState), k...)
+}
 
 // snapshotBounds returns [lower, upper) covering the 'm' and 's' sections of partition p.
 // The Raft section 'R' sorts before 'm', so it is outside.

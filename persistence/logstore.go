@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -99,6 +100,7 @@ func (l *LogStore) DeleteRange(min, max uint64) error {
 // encodeLog lays an entry out as term, type, appended-at (uvarints) then data and extensions
 // as length-prefixed byte strings. The index is the key.
 func encodeLog(dst []byte, log *raft.Log) []byte {
+	dst = slices.Grow(dst, 5*binary.MaxVarintLen64+len(log.Data)+len(log.Extensions))
 	dst = binary.AppendUvarint(dst, log.Term)
 	dst = binary.AppendUvarint(dst, uint64(log.Type))
 	var at int64
