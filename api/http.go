@@ -45,13 +45,8 @@ func ReadBody(r *http.Request) ([]byte, error) {
 	if rb, ok := r.Body.(*readBody); ok {
 		return rb.b, nil
 	}
-	n := int64(512)
-	if r.ContentLength > 0 {
-		n = min(r.ContentLength, MaxBody) + 1 // the one byte that tells a body too large
-	}
-	buf := bytes.NewBuffer(make([]byte, 0, n))
-	_, err := buf.ReadFrom(io.LimitReader(r.Body, MaxBody+1))
-	return buf.Bytes(), err
+	// (Grown as bytes arrive: a Content-Length is the client's word, not memory to set aside.)
+	return io.ReadAll(io.LimitReader(r.Body, MaxBody+1))
 }
 
 // readBody is a request body read in full.

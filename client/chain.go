@@ -109,9 +109,9 @@ func chainPath(chain, rest string) (string, error) {
 }
 
 // AppendEvent appends a version of an entity to chain. created is true for a new event
-// (201), false for an identical repeat (200). It is idempotent by (entity_id, ver), so every
-// failure is retried like a read's; the same version with other content is 409
-// event_conflict.
+// (201), false for an identical repeat (200) — also when this call's own first attempt
+// created it and its answer was lost. It is idempotent by (entity_id, ver), so every failure
+// is retried like a read's; the same version with other content is 409 event_conflict.
 func (c *Client) AppendEvent(ctx context.Context, chain string, e ChainEvent) (out *Appended, created bool, err error) {
 	path, err := chainPath(chain, "events")
 	if err != nil {
@@ -169,8 +169,9 @@ func (c *Client) ConsistencyProof(ctx context.Context, chain string, from, to in
 	return chainGet[Proof](ctx, c, chain, fmt.Sprintf("proof/consistency?from=%d&to=%d", from, to))
 }
 
-// RetryChain puts chain's failed events back at the end of its queue (admin token); it
-// returns how many.
+// RetryChain puts chain's failed events back at the end of its queue (admin token), at most
+// 10,000 a call; it returns how many (0 when a retry after a lost answer finds them requeued
+// already).
 func (c *Client) RetryChain(ctx context.Context, chain string) (int, error) {
 	path, err := chainPath(chain, "retry")
 	if err != nil {

@@ -55,8 +55,11 @@ func TestConsumeGoesToTheIssuer(t *testing.T) {
 		if _, err := c.ConsumeNonce(ctx, n, ConsumeRequest{OrgID: "org"}); err != nil {
 			t.Fatal(err)
 		}
-		if want := int(n[1] - '0'); consumedAt[n] != want {
-			t.Errorf("nonce %s issued by server %d consumed at server %d", n, want, consumedAt[n])
+		mu.Lock()
+		at := consumedAt[n]
+		mu.Unlock()
+		if want := int(n[1] - '0'); at != want {
+			t.Errorf("nonce %s issued by server %d consumed at server %d", n, want, at)
 		}
 	}
 	servers[0].Close()
@@ -64,7 +67,10 @@ func TestConsumeGoesToTheIssuer(t *testing.T) {
 		if _, err := c.ConsumeNonce(ctx, n, ConsumeRequest{OrgID: "org"}); err != nil {
 			t.Fatalf("consume %s with its issuer down: %v", n, err)
 		}
-		if n[1] == '0' && consumedAt[n] == 0 {
+		mu.Lock()
+		at := consumedAt[n]
+		mu.Unlock()
+		if n[1] == '0' && at == 0 {
 			t.Errorf("nonce %s consumed at the server that is down", n)
 		}
 	}

@@ -125,11 +125,16 @@ func Kind(cfg Config) actors.Kind {
 type actor struct {
 	cfg       Config
 	name      string
-	preparing bool  // a "prepare" effect is running
-	polling   bool  // a "poll" effect is running
-	posting   int   // posts requested and not answered yet
-	quote     quote // the anchor and prices last read
-	height    int64 // the highest height a poll read
+	preparing bool            // a "prepare" effect is running
+	polling   bool            // a "poll" effect is running
+	inflight  map[string]bool // transactions posted and not answered yet
+	quote     quote           // the anchor and prices last read
+	height    int64           // the highest height a poll read
+	retryAt   time.Time       // a failed prepare is tried again from then on
+	// resignReady: the polls saw every transaction from meta.ResignFrom on mined or dead;
+	// resignNext is the lowest event they have yet to (see resign.go).
+	resignReady bool
+	resignNext  int64
 }
 
 // Appended is the reply of MethodAppend.

@@ -447,28 +447,82 @@ func TestChainAnchorsCheckpoints(t *testing.T) {
 	}
 }
 
-// An event mined after one that is signed again is a broken link: it names the replaced
-// transaction.
-func TestBrokenLinks(t *testing.T) {
-	recs := func(seqs ...int64) []record {
-		var out []record
-		for _, s := range seqs {
-			out = append(out, record{eventView: eventView{Seq: s}})
+// counting counts the anchors a gateway was asked for.
+type counting struct {
+	*arweave.Client
+	anchors atomic.Int64
+}
+
+func (c *counting) Anchor(ctx context.Context) ([]byte, error) {
+	c.anchors.Add(1)
+	return c.Client.Anchor(ctx)
+}
+
+// Two events with different anchors die one after the other: the first is not signed again
+// while the second may still be mined (no second transaction for a seq, no broken link), and
+// the chain does not ask the node again and again meanwhile; once both are dead, both are
+// signed again and anchored once.
+func TestChainResignWaitsForEveryTransaction(t *testing.T) {
+	e := newChainEnvOn(t, Config{AnchorDepth: 5, AnchorReuse: time.Millisecond}, fakearweave.Config{Manual: true, AnchorDepth: 5})
+	gw := &counting{Client: e.gw}
+	e.cfg.Gateway = gw
+	e.h.Restart(Kind(e.cfg))
+	eventOf := func(seq int64) record {
+		var rec record
+		body, _ := json.Marshal(seq)
+		out, err := e.h.Call(KindName, "mixed", MethodEvent, body)
+		if err == nil {
+			err = json.Unmarshal(out, &rec)
 		}
-		return out
+		if err != nil {
+			return record{}
+		}
+		return rec
 	}
-	for _, tc := range []struct {
-		unmined []int64
-		last    int64
-		want    string
-	}{
-		{[]int64{5, 6, 7}, 7, "[]"},
-		{[]int64{5, 7}, 7, "[6]"},
-		{[]int64{5}, 8, "[6]"},
-		{[]int64{5, 6, 9}, 10, "[7 10]"},
-	} {
-		if got := fmt.Sprint(brokenLinks(recs(tc.unmined...), tc.last)); got != tc.want {
-			t.Errorf("unmined %v up to %d: broken %s, want %s", tc.unmined, tc.last, got, tc.want)
+	h0 := e.fake.Height()
+	if _, err := e.append("mixed", event("e", 1)); err != nil {
+		t.Fatal(err)
+	}
+	await.True(t, 10*time.Second, "event 1 posted", func() bool { return eventOf(1).Status == StatusPosted })
+	// Two blocks pass without it (dropped, its posts refused), then event 2 is signed with
+	// the newer anchor; event 1 is posted again meanwhile.
+	e.fake.SetFaults(fakearweave.Faults{EvictFromMempool: 1, Unavailable: 1})
+	e.fake.Mine()
+	e.fake.Mine()
+	e.fake.SetFaults(fakearweave.Faults{})
+	if _, err := e.append("mixed", event("e", 2)); err != nil {
+		t.Fatal(err)
+	}
+	await.True(t, 10*time.Second, "event 2 posted", func() bool { return eventOf(2).Status == StatusPosted })
+	first, second := eventOf(1).TxID, eventOf(2).TxID
+	// Both dropped, and every post refused: event 1 dies at h0+11, event 2 (anchored two
+	// blocks later) at h0+13.
+	e.fake.SetFaults(fakearweave.Faults{EvictFromMempool: 1, Unavailable: 1})
+	for e.fake.Height() < h0+12 {
+		e.fake.Mine()
+		time.Sleep(60 * time.Millisecond) // two polls a block
+	}
+	before := gw.anchors.Load()
+	time.Sleep(300 * time.Millisecond) // ten polls, event 1 dead, event 2 not yet
+	if eventOf(1).TxID != first || eventOf(2).TxID != second {
+		t.Fatalf("signed again while event 2's transaction could still be mined")
+	}
+	if n := gw.anchors.Load() - before; n > 1 {
+		t.Errorf("%d anchors asked for while waiting for event 2 to die", n)
+	}
+	for e.fake.Height() < h0+15 {
+		e.fake.Mine()
+		time.Sleep(60 * time.Millisecond)
+	}
+	e.fake.SetFaults(fakearweave.Faults{})
+	go func() {
+		for range 200 {
+			e.fake.Mine()
+			time.Sleep(20 * time.Millisecond)
 		}
+	}()
+	e.waitConfirmed("mixed", 2)
+	if eventOf(1).TxID == first || eventOf(2).TxID == second {
+		t.Errorf("an expired transaction kept: %s %s", eventOf(1).TxID, eventOf(2).TxID)
 	}
 }

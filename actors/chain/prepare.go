@@ -35,14 +35,14 @@ func (a *actor) fresh(now time.Time) bool {
 	return q.Anchor != nil && now.Sub(q.At) < a.cfg.AnchorReuse && a.height-q.Height < max(a.cfg.AnchorDepth/5, 1)
 }
 
-// prepareJob is the work of one "prepare" effect.
+// prepareJob is the work of one "prepare" effect: new events to sign (Items), or events to
+// sign again (Resign), each linked to the one before, the first to Head.
 type prepareJob struct {
 	Chain  string
-	Head   Link         // the head the items follow
-	Items  []queuedItem // the next queued events
-	Resign bool         // for signing again from meta.ResignFrom: a fresh anchor
-	Need   []int        // chunk counts to price
-	Quote  quote        // fresh, or zero: read it
+	Head   Link
+	Items  []queuedItem
+	Resign []resignItem
+	Quote  quote // fresh, or zero: read it
 	Wallet *arweave.Wallet
 }
 
@@ -56,42 +56,39 @@ type prepared struct {
 	Anchor []byte         `json:"anchor"`
 	Height int64          `json:"height"`
 	Prices map[int]string `json:"prices"`
-	Fresh  bool           `json:"fresh"` // read by this prepare
+	ReadAt time.Time      `json:"read_at"` // when the anchor was read (its quote's age)
 	Resign bool           `json:"resign"`
 	Head   Link           `json:"head"`
 	Signed []signedItem   `json:"signed"`
 }
 
+// signedItem is an event signed: a queued one (Key) or one signed again (Seq, Old).
 type signedItem struct {
-	Key []byte          `json:"key"`
+	Key []byte          `json:"key,omitempty"`
+	Seq int64           `json:"seq,omitempty"`
+	Old string          `json:"old,omitempty"`
 	Tx  json.RawMessage `json:"tx"`
 }
 
-// pump starts a prepare for the next queued events (or for signing again), unless one runs
-// or no post or unconfirmed slot is free.
+// pump starts a prepare for the next queued events, or for the next events to sign again,
+// unless one runs, a failed one waits for its retry, or no post or unconfirmed slot is free.
 func (a *actor) pump(ctx *actors.Context, m meta) error {
-	a.cfg.Metrics.depth(a.name, m.Queued, a.posting, m.Seq-m.ConfirmedSeq)
-	if a.cfg.Gateway == nil || a.preparing {
+	a.cfg.Metrics.depth(a.name, m.Queued, len(a.inflight), m.Seq-m.ConfirmedSeq)
+	if a.cfg.Gateway == nil || a.preparing || ctx.Now().Before(a.retryAt) {
 		return nil // no gateway: writes are refused at the route, nothing is queued
 	}
 	job := prepareJob{Chain: ctx.ID(), Head: Link{Seq: m.Seq, TxID: m.TxID, CID: m.CID}, Wallet: a.cfg.Wallet}
+	room := a.cfg.MaxInFlight - len(a.inflight)
 	if m.ResignFrom > 0 {
-		// Events signed again keep their payload's size (the links they change are as long).
-		recs, err := a.unmined(ctx, m.ResignFrom)
-		if err != nil {
+		if !a.resignReady || room <= 0 {
+			return nil // the polls have not seen every later transaction mined or dead yet
+		}
+		var err error
+		if job.Head, job.Resign, err = a.resignBatch(ctx, m, min(room, prepareBatch)); err != nil || len(job.Resign) == 0 {
 			return err
 		}
-		for _, r := range recs {
-			var tx arweave.Tx
-			if err := json.Unmarshal(r.Tx, &tx); err != nil {
-				return err
-			}
-			job.Need = append(job.Need, arweave.PricedChunks(tx.DataSize))
-		}
-		job.Resign = true
 	} else {
-		room := min(a.cfg.MaxInFlight-a.posting, a.cfg.MaxUnconfirmed-int(m.Seq-m.ConfirmedSeq))
-		items, err := nextQueued(ctx, min(room, prepareBatch))
+		items, err := nextQueued(ctx, min(room, a.cfg.MaxUnconfirmed-int(m.Seq-m.ConfirmedSeq), prepareBatch))
 		if err != nil || len(items) == 0 {
 			return err
 		}
@@ -103,8 +100,12 @@ func (a *actor) pump(ctx *actors.Context, m meta) error {
 			job.Items = append(job.Items, queuedItem{Key: it.Key, Event: v.Event})
 		}
 	}
-	if !job.Resign && a.fresh(ctx.Now()) {
+	// Signing again always reads a fresh anchor: the old one is what expired.
+	if len(job.Resign) == 0 && a.fresh(ctx.Now()) {
 		job.Quote = a.quote
+		job.Quote.Prices = maps.Clone(a.quote.Prices) // the effect adds to its own copy
+	} else {
+		job.Quote = quote{At: ctx.Now()}
 	}
 	a.preparing = true
 	gw, timeout := a.cfg.Gateway, a.cfg.CallTimeout
@@ -127,9 +128,11 @@ func nextQueued(ctx *actors.Context, n int) ([]actors.KV, error) {
 	return ctx.List(actors.ListOptions{Prefix: []byte("q/"), Limit: n})
 }
 
-// run reads the quote if it has none, prices what it needs, and signs the items.
+// run reads the quote if it has none, and signs the items (or those to sign again), pricing
+// each by its size's chunk count.
 func (j prepareJob) run(ctx context.Context, gw Gateway) (prepared, error) {
-	p := prepared{Anchor: j.Quote.Anchor, Height: j.Quote.Height, Prices: maps.Clone(j.Quote.Prices), Resign: j.Resign, Head: j.Head}
+	p := prepared{Anchor: j.Quote.Anchor, Height: j.Quote.Height, Prices: j.Quote.Prices, ReadAt: j.Quote.At,
+		Resign: len(j.Resign) > 0, Head: j.Head}
 	if p.Anchor == nil {
 		anchor, err := gw.Anchor(ctx)
 		if err != nil {
@@ -141,70 +144,81 @@ func (j prepareJob) run(ctx context.Context, gw Gateway) (prepared, error) {
 		if err != nil {
 			return p, err
 		}
-		p.Anchor, p.Height, p.Prices, p.Fresh = anchor, height, map[int]string{}, true
-	}
-	price := func(chunks int) (string, error) {
-		if r, ok := p.Prices[chunks]; ok {
-			return r, nil
-		}
-		r, err := gw.Price(ctx, chunks*arweave.MaxChunkSize)
-		if err == nil {
-			p.Prices[chunks] = r
-		}
-		return r, err
-	}
-	for _, c := range j.Need {
-		if _, err := price(c); err != nil {
-			return p, err
-		}
+		p.Anchor, p.Height, p.Prices = anchor, height, map[int]string{}
 	}
 	prev := j.Head
-	for _, it := range j.Items {
+	sign := func(e *Event) (*arweave.Tx, json.RawMessage, error) {
 		if err := ctx.Err(); err != nil {
-			return p, err
+			return nil, nil, err
 		}
-		data, tags := Payload(j.Chain, &it.Event, prev)
-		reward, err := price(arweave.PricedChunks(len(data)))
-		if err != nil {
-			return p, err
+		data, tags := Payload(j.Chain, e, prev)
+		chunks := arweave.PricedChunks(len(data))
+		reward, ok := p.Prices[chunks]
+		if !ok {
+			var err error
+			if reward, err = gw.Price(ctx, chunks*arweave.MaxChunkSize); err != nil {
+				return nil, nil, err
+			}
+			p.Prices[chunks] = reward
 		}
 		tx := arweave.NewTx(data, tags)
 		tx.LastTx, tx.Reward = p.Anchor, reward
 		if err := tx.Sign(j.Wallet); err != nil {
-			return p, err
+			return nil, nil, err
 		}
 		signed, _ := json.Marshal(tx)
+		prev = Link{Seq: prev.Seq + 1, TxID: tx.IDString(), CID: e.CID}
+		return tx, signed, nil
+	}
+	for _, it := range j.Items {
+		_, signed, err := sign(&it.Event)
+		if err != nil {
+			return p, err
+		}
 		p.Signed = append(p.Signed, signedItem{Key: it.Key, Tx: signed})
-		prev = Link{Seq: prev.Seq + 1, TxID: tx.IDString(), CID: it.Event.CID}
+	}
+	for _, it := range j.Resign {
+		// Each keeps its seq, version and manifest; the links it changes are as long.
+		at, manifest, err := ParsePayload(it.Data)
+		if err != nil {
+			return p, err
+		}
+		prev.Seq = it.Seq - 1 // past events mined, skipped: the batch holds no gap
+		e := Event{EntityID: at.PI, Ver: at.Ver, Op: at.Op, Vis: at.Vis, TS: at.TS, CID: at.CID, Manifest: manifest}
+		_, signed, err := sign(&e)
+		if err != nil {
+			return p, err
+		}
+		p.Signed = append(p.Signed, signedItem{Seq: it.Seq, Old: it.OldTx, Tx: signed})
 	}
 	return p, nil
 }
 
 // prepareDone takes a prepare's result: the quote is kept, and the events signed are
-// committed — or, while events are to be signed again, that is done first and the events
-// signed for the old head are dropped (the next prepare signs them again).
+// committed — new ones only while nothing is to be signed again, those signed again only
+// while that is still due.
 func (a *actor) prepareDone(ctx *actors.Context, m meta, r actors.EffectResult) error {
 	a.preparing = false
 	if r.Err != nil {
 		a.quote = quote{}
 		return a.prepareFailed(ctx, m, r.Err)
 	}
-	m.Attempts = 0
+	if m.Attempts != 0 {
+		m.Attempts = 0
+		store(ctx, metaKey, m)
+	}
 	var p prepared
 	if err := json.Unmarshal(r.Output, &p); err != nil {
 		return err
 	}
-	if p.Fresh {
-		a.quote = quote{Anchor: p.Anchor, Height: p.Height, At: ctx.Now(), Prices: p.Prices}
-	} else if a.quote.Anchor != nil && bytes.Equal(a.quote.Anchor, p.Anchor) {
-		maps.Copy(a.quote.Prices, p.Prices)
-	}
+	a.quote = quote{Anchor: p.Anchor, Height: p.Height, At: p.ReadAt, Prices: p.Prices}
 	var err error
 	switch {
-	case m.ResignFrom > 0 && p.Resign:
-		m, err = a.resign(ctx, m, p)
-		store(ctx, metaKey, m)
-	case m.ResignFrom == 0:
+	case p.Resign && m.ResignFrom > 0:
+		if m, err = a.commitResigned(ctx, m, p); err == nil {
+			store(ctx, metaKey, m)
+		}
+	case !p.Resign && m.ResignFrom == 0:
 		m, err = a.commitSigned(ctx, m, p)
 	}
 	if err != nil {

@@ -4,8 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
-	"log/slog"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -43,6 +42,7 @@ func (a *actor) Alarm(ctx *actors.Context, al actors.Alarm) error {
 	}
 	switch al.Name {
 	case "pump":
+		a.retryAt = time.Time{}
 		return a.pump(ctx, m)
 	case "poll":
 		if m.Seq <= m.ConfirmedSeq {
@@ -69,6 +69,15 @@ func (a *actor) poll(ctx *actors.Context, m meta) error {
 	recs, err := ctx.List(actors.ListOptions{Start: eventKey(m.ConfirmedSeq + 1), End: []byte("e0"), Limit: pollWindow})
 	if err != nil {
 		return err
+	}
+	if m.ResignFrom > 0 && a.resignNext > m.ConfirmedSeq+pollWindow {
+		// Signing again waits until every transaction from ResignFrom on was seen mined or
+		// dead: ask about those past the first window too.
+		more, err := ctx.List(actors.ListOptions{Start: eventKey(a.resignNext), End: []byte("e0"), Limit: pollWindow / 2})
+		if err != nil {
+			return err
+		}
+		recs = append(recs, more...)
 	}
 	ids := map[int64]string{}
 	for _, kv := range recs {
@@ -99,7 +108,8 @@ func (a *actor) poll(ctx *actors.Context, m meta) error {
 		var mu sync.Mutex
 		var wg sync.WaitGroup
 		slots := make(chan struct{}, pollParallel)
-		for seq, id := range ids {
+		for _, seq := range slices.Sorted(maps.Keys(ids)) { // the oldest first: a slow node leaves the newest unknown
+			id := ids[seq]
 			wg.Add(1)
 			slots <- struct{}{}
 			go func() {
@@ -139,7 +149,10 @@ func (a *actor) HandleEffect(ctx *actors.Context, r actors.EffectResult) error {
 	case strings.HasPrefix(r.Name, "post:"):
 		seqStr, txID, _ := strings.Cut(strings.TrimPrefix(r.Name, "post:"), ":")
 		seq, _ := strconv.ParseInt(seqStr, 10, 64)
-		a.posting--
+		delete(a.inflight, txID)
+		if errors.Is(r.Err, arweave.ErrRejected) {
+			a.quote = quote{} // perhaps underpriced, or its anchor too old: read them again
+		}
 		// On an error the poll finds out, and posts it again if the node does not have it.
 		// The answer about a transaction since replaced says nothing of the new one.
 		rec, found, err := load[record](ctx, eventKey(seq))
@@ -178,6 +191,16 @@ func (a *actor) HandleEffect(ctx *actors.Context, r actors.EffectResult) error {
 		}
 		if m, err = a.advanceConfirmed(ctx, m); err != nil {
 			return err
+		}
+		if m.ResignFrom > 0 {
+			settled, none, next, err := a.resignSettled(ctx, m)
+			if err != nil {
+				return err
+			}
+			a.resignReady, a.resignNext = settled, next
+			if none {
+				m.ResignFrom, a.resignReady = 0, false // the node had them after all
+			}
 		}
 		store(ctx, metaKey, m)
 		if m.Seq > m.ConfirmedSeq {
@@ -225,7 +248,10 @@ func (a *actor) setLatest(ctx *actors.Context, rec record) error {
 
 // post posts the signed transaction of event seq (after this message commits).
 func (a *actor) post(ctx *actors.Context, seq int64, tx *arweave.Tx) error {
-	a.posting++
+	if a.inflight == nil {
+		a.inflight = map[string]bool{}
+	}
+	a.inflight[tx.IDString()] = true
 	gw, timeout := a.cfg.Gateway, a.cfg.CallTimeout
 	return ctx.Effect("post:"+strconv.FormatInt(seq, 10)+":"+tx.IDString(), func(c context.Context) ([]byte, error) {
 		c, cancel := context.WithTimeout(c, timeout)
@@ -262,7 +288,7 @@ func (a *actor) observe(ctx *actors.Context, seq int64, st polledState, height, 
 		}
 	case state == "pending" && a.expired(rec, height):
 		// Waiting in a mempool past its anchor's validity: it can never be mined.
-		return true, nil
+		return true, a.dead(ctx, rec, height)
 	case state == "pending" && rec.Status == StatusSigned:
 		rec.Status = StatusPosted
 		store(ctx, eventKey(seq), rec)
@@ -270,16 +296,16 @@ func (a *actor) observe(ctx *actors.Context, seq int64, st polledState, height, 
 		// Unknown to the node: dropped from its mempool (or from a block a fork dropped), or
 		// never taken. While its anchor is valid the same bytes are posted again; past it
 		// (with a margin), the transaction can never be mined, and the event is signed again
-		// (see resign). Events after one being signed again are not posted: they will be too.
+		// (resign.go). Events after one to sign again are not posted: they will be too.
 		if rec.Mined {
 			rec.Mined = false
 			store(ctx, eventKey(seq), rec)
 		}
 		if a.expired(rec, height) {
-			return true, nil
+			return true, a.dead(ctx, rec, height)
 		}
-		if resignFrom > 0 && seq > resignFrom {
-			return false, nil
+		if resignFrom > 0 && seq > resignFrom || a.inflight[rec.TxID] {
+			return false, nil // to be signed again; or its post is still under way
 		}
 		var tx arweave.Tx
 		if err := json.Unmarshal(rec.Tx, &tx); err != nil {
@@ -319,133 +345,14 @@ func (a *actor) expired(rec record, height int64) bool {
 	return height > rec.AnchorHeight+a.cfg.AnchorDepth+expiryMargin
 }
 
-// unmined returns the signed events from seq from on that no block holds.
-func (a *actor) unmined(ctx *actors.Context, from int64) ([]record, error) {
-	kvs, err := ctx.List(actors.ListOptions{Start: eventKey(from), End: []byte("e0")})
-	if err != nil {
-		return nil, err
-	}
-	var out []record
-	for _, kv := range kvs {
-		var r record
-		if err := json.Unmarshal(kv.Value, &r); err != nil {
-			return nil, err
-		}
-		if !r.Mined && r.Status != StatusConfirmed {
-			out = append(out, r)
-		}
-	}
-	return out, nil
-}
-
-// resign signs again, with the anchor prepared, every unmined event from m.ResignFrom on:
-// the first's transaction expired unmined, and each later one links to the one before it.
-// Each keeps its seq, version and manifest; its new transaction is committed before it is
-// posted, and its old one, which can never be mined, is listed as replaced.
-func (a *actor) resign(ctx *actors.Context, m meta, p prepared) (meta, error) {
-	first, _, err := load[record](ctx, eventKey(m.ResignFrom))
-	if err != nil {
-		return m, err
-	}
-	if first.Mined || first.Status == StatusConfirmed {
-		m.ResignFrom = 0 // the node had it after all
-		return m, nil
-	}
-	recs, err := a.unmined(ctx, m.ResignFrom)
-	if err != nil {
-		return m, err
-	}
-	if broken := brokenLinks(recs, m.Seq); len(broken) > 0 {
-		// A later event was mined while this one's transaction expired unmined: its prev_tx
-		// names a transaction that can never be mined, so the chain on Arweave breaks there.
-		// Nothing can mend a mined transaction; say so loudly.
-		slog.Error("chain: an event was mined after one whose transaction expired unmined; the chain on Arweave is broken there",
-			"chain", ctx.ID(), "expired_seq", m.ResignFrom, "broken_at_seq", broken)
-		a.cfg.Metrics.event(eventBroken, len(broken))
-	}
-	// Signed again only once none of the old transactions can be mined any more (a later
-	// one may have a younger anchor): there is never a second transaction for a seq. And all
-	// at once, or none: the prices must cover every size.
-	for _, rec := range recs {
-		var old arweave.Tx
-		if err := json.Unmarshal(rec.Tx, &old); err != nil {
-			return m, err
-		}
-		if _, priced := p.Prices[arweave.PricedChunks(old.DataSize)]; !priced || !a.expired(rec, p.Height) {
-			return m, nil // the next poll or prepare tries again
-		}
-	}
-	for _, rec := range recs {
-		var old arweave.Tx
-		if err := json.Unmarshal(rec.Tx, &old); err != nil {
-			return m, err
-		}
-		at, manifest, err := ParsePayload(old.Data)
-		if err != nil {
-			return m, err
-		}
-		prev := Link{Seq: rec.Seq - 1}
-		if prev.Seq > 0 {
-			before, _, err := load[record](ctx, eventKey(prev.Seq))
-			if err != nil {
-				return m, err
-			}
-			prev.TxID, prev.CID = before.TxID, before.CID
-		}
-		ev := Event{EntityID: at.PI, Ver: at.Ver, Op: at.Op, Vis: at.Vis, TS: at.TS, CID: at.CID, Manifest: manifest}
-		data, tags := Payload(ctx.ID(), &ev, prev)
-		reward, ok := p.Prices[arweave.PricedChunks(len(data))]
-		if !ok {
-			return m, fmt.Errorf("chain %s: event %d's payload changed size on signing again", ctx.ID(), rec.Seq)
-		}
-		tx := arweave.NewTx(data, tags)
-		tx.LastTx, tx.Reward = p.Anchor, reward
-		if err := tx.Sign(a.cfg.Wallet); err != nil {
-			return m, err
-		}
-		signed, _ := json.Marshal(tx)
-		rec.Replaced = append(rec.Replaced, rec.TxID)
-		rec.TxID, rec.Tx, rec.Status, rec.AnchorHeight = tx.IDString(), signed, StatusSigned, p.Height
-		rec.PrevTx, rec.PrevCID = nil, nil
-		if prev.Seq > 0 {
-			rec.PrevTx, rec.PrevCID = &prev.TxID, &prev.CID
-		}
+// dead records that a poll saw rec's transaction unmined at height, past its anchor's
+// validity: it can never be mined.
+func (a *actor) dead(ctx *actors.Context, rec record, height int64) error {
+	if rec.ExpiredAt == 0 {
+		rec.ExpiredAt = height
 		store(ctx, eventKey(rec.Seq), rec)
-		v, _, err := load[version](ctx, versionKey(rec.EntityID, rec.Ver))
-		if err != nil {
-			return m, err
-		}
-		v.TxID = rec.TxID
-		store(ctx, versionKey(rec.EntityID, rec.Ver), v)
-		if err := a.setLatest(ctx, rec); err != nil {
-			return m, err
-		}
-		if rec.Seq == m.Seq {
-			m.TxID = rec.TxID
-		}
-		if err := a.post(ctx, rec.Seq, tx); err != nil {
-			return m, err
-		}
 	}
-	a.cfg.Metrics.event(eventResigned, len(recs))
-	m.ResignFrom = 0
-	return m, nil
-}
-
-// brokenLinks returns the events up to last that are not among recs (unmined events, in seq
-// order) but follow one that is: mined, they link to a transaction being replaced.
-func brokenLinks(recs []record, last int64) []int64 {
-	var out []int64
-	for i, r := range recs {
-		next := last + 1
-		if i+1 < len(recs) {
-			next = recs[i+1].Seq
-		}
-		if r.Seq+1 < next {
-			out = append(out, r.Seq+1)
-		}
-	}
-	return out
+	return nil
 }
 
 // advanceConfirmed moves confirmed_seq past every confirmed event that follows it.
@@ -500,7 +407,8 @@ func (a *actor) prepareFailed(ctx *actors.Context, m meta, cause error) error {
 	m.UpdatedAt = ctx.Now().UnixMilli()
 	store(ctx, metaKey, m)
 	backoff := min(a.cfg.PollInterval<<m.Attempts, time.Minute)
-	return ctx.SetAlarm("pump", ctx.Now().Add(backoff))
+	a.retryAt = ctx.Now().Add(backoff) // not sooner, whatever arrives meanwhile
+	return ctx.SetAlarm("pump", a.retryAt)
 }
 
 // clip bounds an error kept in storage and shown to clients.

@@ -61,10 +61,13 @@ type record struct {
 	// AnchorHeight is (at least) the height of the transaction's anchor; Mined is set once
 	// the node showed it in a block; Replaced lists the transactions this event had before,
 	// which expired unmined (never on the chain, and never to be).
-	AnchorHeight int64    `json:"anchor_height,omitempty"`
-	Accepted     int64    `json:"accepted,omitempty"` // the version's CreatedAt (for metrics)
-	Mined        bool     `json:"mined,omitempty"`
-	Replaced     []string `json:"replaced,omitempty"`
+	AnchorHeight int64 `json:"anchor_height,omitempty"`
+	// ExpiredAt is the height at which a poll saw the transaction unmined past its anchor's
+	// validity: it can never be mined (resign.go).
+	ExpiredAt int64    `json:"expired_at,omitempty"`
+	Accepted  int64    `json:"accepted,omitempty"` // the version's CreatedAt (for metrics)
+	Mined     bool     `json:"mined,omitempty"`
+	Replaced  []string `json:"replaced,omitempty"`
 }
 
 var metaKey = []byte("m")

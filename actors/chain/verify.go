@@ -169,11 +169,9 @@ func Verify(ctx context.Context, g Reader, head string, progress func(checked in
 			}
 			slices.Reverse(leaves)
 			r.Leaves = leaves
-			for _, cp := range r.Anchored {
-				if _, err := checkRoot(cp.text(), leaves); err != nil {
-					id = cp.TxID
-					return broken(cp.Seq, "the checkpoint it anchors: %v", err)
-				}
+			if cp, err := checkAnchored(r.Anchored, leaves); err != nil {
+				id = cp.TxID
+				return broken(cp.Seq, "the checkpoint it anchors: %v", err)
 			}
 			r.OK = true
 			return r
@@ -230,27 +228,56 @@ func checkRoot(text string, leaves []tlog.Hash) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
-	if size > int64(len(leaves)) {
-		return size, fmt.Errorf("the checkpoint covers %d events; the chain walked has %d", size, len(leaves))
-	}
-	tree := memTree{}
-	for i, leaf := range leaves[:size] {
-		nodes, err := tlog.Append(tree, int64(i), leaf)
+	return size, newLeafTree(leaves).check(size, root)
+}
+
+// checkAnchored checks the root of every anchored checkpoint against the tree of leaves,
+// built once (a tree's complete subtrees do not change as it grows); it returns the first
+// that fails.
+func checkAnchored(cps []Anchored, leaves []tlog.Hash) (Anchored, error) {
+	t := newLeafTree(leaves)
+	for _, cp := range cps {
+		_, size, root, err := ParseCheckpoint(cp.text())
+		if err == nil {
+			err = t.check(size, root)
+		}
 		if err != nil {
-			return size, err
-		}
-		for _, nd := range nodes {
-			tree[[2]int64{int64(nd.Level), nd.Index}] = nd.Hash
+			return cp, err
 		}
 	}
-	got, err := tlog.Root(tree, size)
+	return Anchored{}, nil
+}
+
+// leafTree is the tree of a walk's leaves, in memory.
+type leafTree struct {
+	nodes memTree
+	size  int64
+}
+
+func newLeafTree(leaves []tlog.Hash) *leafTree {
+	t := &leafTree{nodes: memTree{}, size: int64(len(leaves))}
+	for i, leaf := range leaves {
+		nodes, _ := tlog.Append(t.nodes, int64(i), leaf) // reads only nodes stored before
+		for _, nd := range nodes {
+			t.nodes[[2]int64{int64(nd.Level), nd.Index}] = nd.Hash
+		}
+	}
+	return t
+}
+
+// check checks that the tree of the first size leaves has root root.
+func (t *leafTree) check(size int64, root tlog.Hash) error {
+	if size > t.size {
+		return fmt.Errorf("the checkpoint covers %d events; the chain walked has %d", size, t.size)
+	}
+	got, err := tlog.Root(t.nodes, size)
 	if err != nil {
-		return size, err
+		return err
 	}
 	if got != root {
-		return size, fmt.Errorf("the checkpoint's root is not the tree of events 1 to %d", size)
+		return fmt.Errorf("the checkpoint's root is not the tree of events 1 to %d", size)
 	}
-	return size, nil
+	return nil
 }
 
 // memTree is a tree in memory (tlog.Reader).

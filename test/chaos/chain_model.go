@@ -24,8 +24,9 @@ type versionState struct {
 // only while it does not exist (with the CID of the body sent), 200 only for the body it was
 // accepted with, 409 event_conflict only for another; an append with an unknown outcome may
 // have created it or not. A read is 404 unknown_version before it exists, and afterwards
-// shows the body it was accepted with. Its seq, once an answer showed it, never changes: an
-// event keeps its place in the chain (signed again after an anchor expiry, it keeps its seq).
+// shows the body it was accepted with. Its seq, once a read showed it, never changes nor goes
+// back to none: an event keeps its place in the chain (signed again after an anchor expiry,
+// it keeps its seq). (An append's answer carries no seq.)
 var ChainModel = (&porcupine.NondeterministicModel{
 	Partition: partitionByKey,
 	Init:      func() []any { return []any{versionState{}} },
@@ -52,8 +53,8 @@ var ChainModel = (&porcupine.NondeterministicModel{
 				return []any{s}
 			case out.Status == 404 && out.Code == "unknown_version" && !s.Exists:
 				return []any{s}
-			case out.Status == 200 && s.Exists:
-				return observeVersion(s, out)
+			case out.Status == 200 && s.Exists && (out.Seq != 0 || s.Seq == 0):
+				return observeVersion(s, out) // (a version once signed shows its seq for good)
 			}
 			return nil
 		}

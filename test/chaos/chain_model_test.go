@@ -40,6 +40,11 @@ func TestChainModel(t *testing.T) {
 			op(1, 11, 20, read, answer(200, "a", 4)),
 			op(1, 21, 30, read, answer(200, "a", 5)),
 		), false},
+		{"a signed version shown unsigned again", ChainModel, hist(
+			op(0, 0, 10, appendOf("a"), answer(201, "a", 0)),
+			op(1, 11, 20, read, answer(200, "a", 4)),
+			op(1, 21, 30, read, answer(200, "a", 0)),
+		), false},
 		{"a conflicting body accepted", ChainModel, hist(
 			op(0, 0, 10, appendOf("a"), answer(201, "a", 0)),
 			op(1, 11, 20, appendOf("b"), answer(200, "a", 0)),

@@ -237,6 +237,7 @@ func (b *chainBench) runSequential(ctx context.Context, o options, rows *[]row) 
 	var latencies []time.Duration
 	errs := map[string]int{}
 	prev := chain.Link{}
+	failed := 0
 	start := time.Now()
 	for n := 1; time.Since(start) < o.chainDuration || len(latencies) < 3; n++ {
 		if err := ctx.Err(); err != nil {
@@ -250,8 +251,8 @@ func (b *chainBench) runSequential(ctx context.Context, o options, rows *[]row) 
 		tx, err := b.cronUpload(ctx, gw, &ev, prev)
 		if err != nil {
 			errs[err.Error()]++
-			if len(errs) > 10 {
-				return fmt.Errorf("sequential uploader: %v", err)
+			if failed++; failed > 10 {
+				return fmt.Errorf("sequential uploader: %d uploads failed, the last: %v", failed, err)
 			}
 			continue
 		}

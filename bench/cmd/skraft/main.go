@@ -74,8 +74,8 @@ func drive(args []string) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	if *groups < 1 || *clients < *groups || *size < 1 || *duration <= 0 {
-		return errors.New("need --groups ≥ 1, --clients ≥ --groups, --size ≥ 1, --duration > 0")
+	if *groups < 1 || *clients < *groups || *size < 1 || *duration <= 0 || *warmup < 0 {
+		return errors.New("need --groups ≥ 1, --clients ≥ --groups, --size ≥ 1, --duration > 0, --warmup ≥ 0")
 	}
 	tmp, err := os.MkdirTemp("", "skraft-")
 	if err != nil {
@@ -123,16 +123,18 @@ func drive(args []string) error {
 	// Clients go to each member in proportion to the groups it leads.
 	start := time.Now().Add(500 * time.Millisecond)
 	from, to := start.Add(*warmup), start.Add(*warmup+*duration)
-	counts := make([]int64, members)
+	counts, failed := make([]int64, members), make([]int64, members)
+	ran := 0 // clients started, in all
 	errs := make([]error, members)
 	var wg sync.WaitGroup
 	for i := range members {
 		n := *clients * len(leads[i]) / *groups
+		ran += n
 		wg.Go(func() {
-			var r struct{ Count int64 }
+			var r struct{ Count, Failed int64 }
 			url := fmt.Sprintf("http://%s/load?clients=%d&size=%d&start=%d&from=%d&to=%d", p.Control[i], n, *size, start.UnixNano(), from.UnixNano(), to.UnixNano())
 			errs[i] = getJSON(url, &r)
-			counts[i] = r.Count
+			counts[i], failed[i] = r.Count, r.Failed
 		})
 	}
 	time.Sleep(time.Until(from))
@@ -157,14 +159,18 @@ func drive(args []string) error {
 	if err := errors.Join(errs...); err != nil {
 		return err
 	}
-	var total int64
-	for _, c := range counts {
-		total += c
+	var total, fails int64
+	for i := range counts {
+		total += counts[i]
+		fails += failed[i]
+	}
+	if fails > 0 {
+		fmt.Fprintf(os.Stderr, "skraft: %d proposals failed (a leadership moved, or one timed out): the figures are not clean\n", fails)
 	}
 	rate := float64(total) / duration.Seconds()
 	perWrite := (cpu1 - cpu0).Seconds() * 1e3 / float64(max(total, 1))
 	fmt.Printf("hashicorp/raft, %d members, %d group(s), %d clients, %d-byte entries: %.0f writes/s, %.3f ms CPU per write (all members)\n",
-		members, *groups, *clients, *size, rate, perWrite)
+		members, *groups, ran, *size, rate, perWrite)
 	if *profile != "" {
 		b, _ := json.MarshalIndent(map[string]any{"ops_per_s": rate, "seconds": seconds, "nodes": members}, "", "  ")
 		return os.WriteFile(filepath.Join(*profile, name+".json"), b, 0o644)
@@ -272,7 +278,7 @@ func member(args []string) error {
 				led = append(led, rf)
 			}
 		}
-		var count atomic.Int64
+		var count, failed atomic.Int64
 		if len(led) > 0 {
 			time.Sleep(time.Until(start))
 			var wg sync.WaitGroup
@@ -282,6 +288,7 @@ func member(args []string) error {
 				wg.Go(func() {
 					for time.Now().Before(to) {
 						if rf.Apply(entry, 5*time.Second).Error() != nil {
+							failed.Add(1)
 							continue
 						}
 						if now := time.Now(); !now.Before(from) && now.Before(to) {
@@ -292,7 +299,7 @@ func member(args []string) error {
 			}
 			wg.Wait()
 		}
-		_ = json.NewEncoder(w).Encode(map[string]int64{"Count": count.Load()})
+		_ = json.NewEncoder(w).Encode(map[string]int64{"Count": count.Load(), "Failed": failed.Load()})
 	})
 	ln, err := net.Listen("tcp", p.Control[*id])
 	if err != nil {
