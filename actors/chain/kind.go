@@ -115,8 +115,8 @@ func (c Config) withDefaults() Config {
 // Kind returns the chain kind.
 func Kind(cfg Config) actors.Kind {
 	cfg = cfg.withDefaults()
-	// Every post under way is an effect, with a prepare and a poll beside them.
-	return actors.Kind{Name: KindName, MaxEffects: cfg.MaxInFlight + 2,
+	// Every post under way is an effect, with a prepare, a poll and a quote beside them.
+	return actors.Kind{Name: KindName, MaxEffects: cfg.MaxInFlight + 3,
 		New: func(name string) actors.Handler { return &actor{cfg: cfg, name: name} }}
 }
 
@@ -127,6 +127,7 @@ type actor struct {
 	name      string
 	preparing bool            // a "prepare" effect is running
 	polling   bool            // a "poll" effect is running
+	renewing  bool            // a "quote" effect is running
 	inflight  map[string]bool // transactions posted and not answered yet
 	quote     quote           // the anchor and prices last read
 	height    int64           // the highest height a poll read

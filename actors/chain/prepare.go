@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"maps"
+	"slices"
 	"time"
 
 	"github.com/shardkeeper/shardkeeper/actors"
@@ -33,6 +34,50 @@ type quote struct {
 func (a *actor) fresh(now time.Time) bool {
 	q := a.quote
 	return q.Anchor != nil && now.Sub(q.At) < a.cfg.AnchorReuse && a.height-q.Height < max(a.cfg.AnchorDepth/5, 1)
+}
+
+// renewQuote reads a new anchor, height and the prices in use in the background once the
+// quote is half way to stale, so that signing never waits for them while events keep coming.
+func (a *actor) renewQuote(ctx *actors.Context) error {
+	q := a.quote
+	half := q.Anchor != nil && (ctx.Now().Sub(q.At) >= a.cfg.AnchorReuse/2 || a.height-q.Height >= max(a.cfg.AnchorDepth/10, 1))
+	if a.renewing || !half || !a.fresh(ctx.Now()) {
+		return nil // none to renew, under way, or stale already: the next prepare reads one
+	}
+	a.renewing = true
+	gw, timeout, at := a.cfg.Gateway, a.cfg.CallTimeout, ctx.Now()
+	chunks := slices.Collect(maps.Keys(q.Prices))
+	return ctx.Effect("quote", func(c context.Context) ([]byte, error) {
+		c, cancel := context.WithTimeout(c, timeout)
+		defer cancel()
+		p := prepared{ReadAt: at, Prices: map[int]string{}}
+		var err error
+		if p.Anchor, err = gw.Anchor(c); err != nil {
+			return nil, err
+		}
+		if p.Height, err = gw.Height(c); err != nil {
+			return nil, err
+		}
+		for _, n := range chunks { // the prices in use, read again with it
+			if p.Prices[n], err = gw.Price(c, n*arweave.MaxChunkSize); err != nil {
+				return nil, err
+			}
+		}
+		return json.Marshal(p)
+	})
+}
+
+// quoteRenewed takes a renewed quote.
+func (a *actor) quoteRenewed(r actors.EffectResult) error {
+	a.renewing = false
+	var p prepared
+	if r.Err != nil || json.Unmarshal(r.Output, &p) != nil {
+		return nil // the next prepare reads one once this one is stale
+	}
+	if p.ReadAt.After(a.quote.At) {
+		a.quote = quote{Anchor: p.Anchor, Height: p.Height, At: p.ReadAt, Prices: p.Prices}
+	}
+	return nil
 }
 
 // prepareJob is the work of one "prepare" effect: new events to sign (Items), or events to
@@ -102,6 +147,9 @@ func (a *actor) pump(ctx *actors.Context, m meta) error {
 	}
 	// Signing again always reads a fresh anchor: the old one is what expired.
 	if len(job.Resign) == 0 && a.fresh(ctx.Now()) {
+		if err := a.renewQuote(ctx); err != nil {
+			return err
+		}
 		job.Quote = a.quote
 		job.Quote.Prices = maps.Clone(a.quote.Prices) // the effect adds to its own copy
 	} else {

@@ -146,6 +146,8 @@ func (a *actor) HandleEffect(ctx *actors.Context, r actors.EffectResult) error {
 	switch {
 	case r.Name == "prepare":
 		return a.prepareDone(ctx, m, r)
+	case r.Name == "quote":
+		return a.quoteRenewed(r)
 	case strings.HasPrefix(r.Name, "post:"):
 		seqStr, txID, _ := strings.Cut(strings.TrimPrefix(r.Name, "post:"), ":")
 		seq, _ := strconv.ParseInt(seqStr, 10, 64)

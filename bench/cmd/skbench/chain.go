@@ -21,7 +21,8 @@ import (
 // The chain workload: events appended to one attestation chain of a one-node shardkeeper
 // anchoring on the fake Arweave node (test/fakearweave, in this process: a block every 2 s,
 // --chain-latency added to every answer), measured from the POST's answer (the event
-// accepted) to the node taking the event's transaction (POST /tx), as the fake records it.
+// accepted) to the node taking the event's transaction (POST /tx), as the fake records it,
+// for the events accepted in the measured time.
 // Each run keeps a window of events accepted and not yet taken; the taken rate is the chain's
 // throughput. It runs at --chain-max-in-flight 1 and 256 (the default).
 //
@@ -201,10 +202,14 @@ func (b *chainBench) measure(ctx context.Context, o options, bin, dir string, in
 					defer func() { <-slots }()
 					select {
 					case at := <-taken:
+						// The rate counts the takes in the measured time; the latencies, the
+						// events accepted in it too (not the warm-up's backlog).
 						if !at.Before(from) && at.Before(to) {
 							mu.Lock()
 							takenIn++
-							latencies = append(latencies, max(at.Sub(accepted), 0))
+							if !accepted.Before(from) {
+								latencies = append(latencies, max(at.Sub(accepted), 0))
+							}
 							mu.Unlock()
 						}
 					case <-runCtx.Done(): // still outstanding at the end: not waited for
