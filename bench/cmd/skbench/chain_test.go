@@ -22,7 +22,7 @@ func TestChainWorkload(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	o := options{partitions: 4, chainLatency: 20 * time.Millisecond, chainDuration: 2 * time.Second, chainWarmup: 500 * time.Millisecond}
+	o := options{partitions: 4, chainLatency: 20 * time.Millisecond, chainDuration: 2 * time.Second, chainWarmup: 500 * time.Millisecond, chainWindow: 32}
 	var rows []row
 	if err := runChain(ctx, o, bin, tmp, &rows); err != nil {
 		t.Fatal(err)
@@ -44,7 +44,7 @@ func TestChainWorkload(t *testing.T) {
 		t.Errorf("256 posts in flight (%.1f/s) no faster than one (%.1f/s)", rows[2].OpsPerS, rows[1].OpsPerS)
 	}
 	var out bytes.Buffer
-	printChain(&out, rows, o.chainLatency)
+	printChain(&out, rows, o.chainLatency, o.chainWindow)
 	for _, s := range []string{"max-in-flight 256: shardkeeper", "vs a sequential uploader", "goal: ≥ 100 events/s anchored"} {
 		if !strings.Contains(out.String(), s) {
 			t.Errorf("the comparison lacks %q:\n%s", s, out.String())
@@ -61,7 +61,7 @@ func TestPrintChainVerdict(t *testing.T) {
 		{Workload: chainWorkload(256), System: sysShardkeeper, Clients: 256, OpsPerS: 90, P50ms: 3000, P99ms: 5000},
 	}
 	var out bytes.Buffer
-	printChain(&out, rows, 2*time.Second)
+	printChain(&out, rows, 2*time.Second, 512)
 	for _, s := range []string{"shardkeeper 90.0/s vs a sequential uploader 0.20/s: 450×", "max-in-flight 1: 0.50/s", "90.0/s — NOT met"} {
 		if !strings.Contains(out.String(), s) {
 			t.Errorf("missing %q in:\n%s", s, out.String())

@@ -78,6 +78,7 @@ type options struct {
 	chainLatency     time.Duration
 	chainDuration    time.Duration
 	chainWarmup      time.Duration
+	chainWindow      int
 	profile          string // directory for CPU profiles of the nodes
 	profileClients   int
 	profileFrom      []string // the nodes' debug URLs, while measuring shardkeeper
@@ -132,14 +133,15 @@ func parseFlags(args []string) (options, error) {
 	fs.DurationVar(&o.chainLatency, "chain-latency", 2*time.Second, "delay the fake Arweave node adds to every answer in the chain workload")
 	fs.DurationVar(&o.chainDuration, "chain-duration", 20*time.Second, "measured time of each chain run")
 	fs.DurationVar(&o.chainWarmup, "chain-warmup", 8*time.Second, "unmeasured warm-up before each chain run")
+	fs.IntVar(&o.chainWindow, "chain-window", 512, "events the chain workload keeps accepted and not yet taken by the node")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
 	if fs.NArg() > 0 {
 		return o, fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
-	if o.duration <= 0 || o.warmup < 0 || o.chainDuration <= 0 || o.chainWarmup < 0 {
-		return o, errors.New("--duration and --chain-duration must be > 0, --warmup and --chain-warmup >= 0")
+	if o.duration <= 0 || o.warmup < 0 || o.chainDuration <= 0 || o.chainWarmup < 0 || o.chainWindow < 1 {
+		return o, errors.New("--duration and --chain-duration must be > 0, --warmup and --chain-warmup >= 0, --chain-window >= 1")
 	}
 	for _, s := range strings.Split(*clients, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(s))
@@ -246,7 +248,7 @@ func run(ctx context.Context, o options) error {
 	printComparison(os.Stdout, rows)
 	printGoals(os.Stdout, rows)
 	printRelayer(os.Stdout, rows, o.relayerLatency)
-	printChain(os.Stdout, rows, o.chainLatency)
+	printChain(os.Stdout, rows, o.chainLatency, o.chainWindow)
 	if err := writeJSON(o.out, rows); err != nil {
 		return fmt.Errorf("write results: %w", err)
 	}
