@@ -2,6 +2,7 @@ package chain
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -210,15 +211,89 @@ func anchoredCheckpoint(a Attestation, manifest []byte) (Anchored, error) {
 // vkey, and its root against the tree of the events' leaves from seq 1 on (Report.Leaves). It
 // returns the checkpoint's size.
 func CheckCheckpoint(signed []byte, vkey string, leaves []tlog.Hash) (int64, error) {
+	text, err := openCheckpoint(signed, vkey)
+	if err != nil {
+		return 0, err
+	}
+	return checkRoot(text, leaves)
+}
+
+// openCheckpoint checks a checkpoint's signature by the log key vkey and returns its text.
+func openCheckpoint(signed []byte, vkey string) (string, error) {
 	v, err := note.NewVerifier(vkey)
 	if err != nil {
-		return 0, fmt.Errorf("log key: %v", err)
+		return "", fmt.Errorf("log key: %v", err)
 	}
 	n, err := note.Open(signed, note.VerifierList(v))
 	if err != nil {
-		return 0, fmt.Errorf("checkpoint signature: %v", err)
+		return "", fmt.Errorf("checkpoint signature: %v", err)
 	}
-	return checkRoot(n.Text, leaves)
+	return n.Text, nil
+}
+
+// CheckInclusion checks offline, by the inclusion proof p (GET …/proof/inclusion), that
+// event a is event a.Seq of the tree of checkpoint signed (by the log key vkey).
+func CheckInclusion(signed []byte, vkey string, a Attestation, p Proof) error {
+	text, err := openCheckpoint(signed, vkey)
+	if err != nil {
+		return err
+	}
+	_, size, root, err := ParseCheckpoint(text)
+	switch {
+	case err != nil:
+		return err
+	case p.Size != size || p.Seq != a.Seq:
+		return fmt.Errorf("the proof is of event %d in a tree of %d events; the event is %d, the checkpoint's tree has %d", p.Seq, p.Size, a.Seq, size)
+	}
+	hashes, err := decodeHashes(p.Hashes)
+	if err != nil {
+		return err
+	}
+	if err := tlog.VerifyInclusion(tlog.LeafHash(Leaf(a)), a.Seq-1, size, hashes, root); err != nil {
+		return fmt.Errorf("event %d is not in the checkpoint's tree of %d events: %v", a.Seq, size, err)
+	}
+	return nil
+}
+
+// CheckConsistency checks offline, by the consistency proof p (GET …/proof/consistency),
+// that the tree of checkpoint older is a prefix of the tree of checkpoint newer (both signed
+// by the log key vkey): the log only grew between them.
+func CheckConsistency(older, newer []byte, vkey string, p Proof) error {
+	var sizes [2]int64
+	var roots [2]tlog.Hash
+	for i, signed := range [][]byte{older, newer} {
+		text, err := openCheckpoint(signed, vkey)
+		if err != nil {
+			return err
+		}
+		if _, sizes[i], roots[i], err = ParseCheckpoint(text); err != nil {
+			return err
+		}
+	}
+	if p.From != sizes[0] || p.To != sizes[1] {
+		return fmt.Errorf("the proof is from %d to %d events; the checkpoints have %d and %d", p.From, p.To, sizes[0], sizes[1])
+	}
+	hashes, err := decodeHashes(p.Hashes)
+	if err != nil {
+		return err
+	}
+	if err := tlog.VerifyConsistency(sizes[0], sizes[1], hashes, roots[0], roots[1]); err != nil {
+		return fmt.Errorf("the tree of %d events is not a prefix of the tree of %d: %v", sizes[0], sizes[1], err)
+	}
+	return nil
+}
+
+// decodeHashes reads a proof's hashes (base64, standard).
+func decodeHashes(b64 []string) ([]tlog.Hash, error) {
+	out := make([]tlog.Hash, len(b64))
+	for i, s := range b64 {
+		b, err := base64.StdEncoding.DecodeString(s)
+		if err != nil || len(b) != len(out[i]) {
+			return nil, fmt.Errorf("proof hash %d is not a base64 SHA-256", i)
+		}
+		copy(out[i][:], b)
+	}
+	return out, nil
 }
 
 // checkRoot checks the root of checkpoint text against the tree of leaves (leaves[i] is event

@@ -20,6 +20,7 @@ import (
 )
 
 const chainUsage = `Usage: shardkeeper chain verify --gateway URL (--head TX_ID | --chain NAME [--addr host:port]) [--json]
+       shardkeeper chain proof --log-key VKEY --checkpoint FILE (--inclusion FILE --event FILE | --consistency FILE --older FILE)
        shardkeeper chain log-key --name NAME --out FILE
 
 Walks an attestation chain on Arweave from its head back to seq 1 and checks every event: the
@@ -28,6 +29,12 @@ its tags, one signer for the whole chain, seq without gaps, and each event's pre
 prev_cid naming the event before it; and every checkpoint the chain anchors (events of
 entity shardkeeper.checkpoint) must be the tree of the events before it. Exits 0 when the chain
 is whole, 1 naming the first break found (walking back from the head) and why.
+
+proof checks, offline, a proof the node served against checkpoints signed by the log key:
+--inclusion FILE (GET …/proof/inclusion?seq=N&size=M) with --event FILE (GET …/events/N)
+proves event N in the tree of --checkpoint (size M); --consistency FILE (GET
+…/proof/consistency?from=A&to=B) with --older FILE (a checkpoint of size A) proves the tree of
+--checkpoint (size B) extends it. Exits 0 when the proof holds, 1 saying why not.
 
 log-key makes the key pair that signs the chains' checkpoints: the private key goes to FILE
 (readable by its owner only; give it to the nodes with --chain-log-key), the verifier key is
@@ -51,15 +58,18 @@ func chainCmd(args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
 		fmt.Fprint(stdout, chainUsage)
 		if len(args) == 0 {
-			return usageError{errors.New("chain: missing subcommand (verify)")}
+			return usageError{errors.New("chain: missing subcommand (verify, proof, log-key)")}
 		}
 		return flag.ErrHelp
 	}
-	if args[0] == "log-key" {
+	switch args[0] {
+	case "log-key":
 		return logKey(args[1:], stdout)
-	}
-	if args[0] != "verify" {
-		return usageError{fmt.Errorf("chain: unknown subcommand %q (verify, log-key)", args[0])}
+	case "proof":
+		return checkProof(args[1:], stdout)
+	case "verify":
+	default:
+		return usageError{fmt.Errorf("chain: unknown subcommand %q (verify, proof, log-key)", args[0])}
 	}
 	fs := flag.NewFlagSet("chain verify", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
@@ -169,6 +179,76 @@ func checkAnchored(r *chain.Report, vkey string) error {
 			return nil
 		}
 	}
+	return nil
+}
+
+// checkProof runs "shardkeeper chain proof": an inclusion or consistency proof checked
+// offline against signed checkpoints.
+func checkProof(args []string, stdout io.Writer) error {
+	fs := flag.NewFlagSet("chain proof", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	logKey := fs.String("log-key", "", "")
+	checkpoint := fs.String("checkpoint", "", "")
+	inclusion := fs.String("inclusion", "", "")
+	event := fs.String("event", "", "")
+	consistency := fs.String("consistency", "", "")
+	older := fs.String("older", "", "")
+	if err := fs.Parse(args); err != nil {
+		return usageError{err}
+	}
+	switch {
+	case fs.NArg() > 0:
+		return usageError{fmt.Errorf("chain proof: unexpected argument %q", fs.Arg(0))}
+	case *logKey == "" || *checkpoint == "":
+		return usageError{errors.New("chain proof: --log-key and --checkpoint are required")}
+	case (*inclusion == "") == (*consistency == ""):
+		return usageError{errors.New("chain proof: give --inclusion (with --event) or --consistency (with --older)")}
+	case *inclusion != "" && *event == "", *consistency != "" && *older == "":
+		return usageError{errors.New("chain proof: --inclusion needs --event, --consistency needs --older")}
+	}
+	read := func(path string, v any) ([]byte, error) {
+		b, err := os.ReadFile(path)
+		if err == nil && v != nil {
+			if err = json.Unmarshal(b, v); err != nil {
+				err = fmt.Errorf("%s: %v", path, err)
+			}
+		}
+		return b, err
+	}
+	signed, err := read(*checkpoint, nil)
+	if err != nil {
+		return fmt.Errorf("chain proof: %w", err)
+	}
+	var p chain.Proof
+	if *inclusion != "" {
+		var e struct {
+			chain.Attestation
+			EntityID string `json:"entity_id"`
+		}
+		if _, err := read(*inclusion, &p); err != nil {
+			return fmt.Errorf("chain proof: %w", err)
+		}
+		if _, err := read(*event, &e); err != nil {
+			return fmt.Errorf("chain proof: %w", err)
+		}
+		e.PI = e.EntityID // an event as GET …/events/{seq} answers it
+		if err := chain.CheckInclusion(signed, *logKey, e.Attestation, p); err != nil {
+			return fmt.Errorf("chain proof: %w", err)
+		}
+		fmt.Fprintf(stdout, "event %d is in the checkpoint's tree of %d events\n", p.Seq, p.Size)
+		return nil
+	}
+	old, err := read(*older, nil)
+	if err == nil {
+		_, err = read(*consistency, &p)
+	}
+	if err != nil {
+		return fmt.Errorf("chain proof: %w", err)
+	}
+	if err := chain.CheckConsistency(old, signed, *logKey, p); err != nil {
+		return fmt.Errorf("chain proof: %w", err)
+	}
+	fmt.Fprintf(stdout, "the tree of %d events is a prefix of the tree of %d: the log only grew\n", p.From, p.To)
 	return nil
 }
 

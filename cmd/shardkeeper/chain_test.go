@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -220,5 +222,98 @@ func TestChainVerifyLongChain(t *testing.T) {
 	if code := run([]string{"chain", "verify", "--gateway", o.url, "--head", head.TxID}, &out, &errOut); code != 1 ||
 		!strings.Contains(errOut.String(), "chain broken at seq 4321") {
 		t.Fatalf("tampered: exit %d: %s", code, errOut.String())
+	}
+}
+
+// chain proof checks inclusion and consistency proofs offline against signed checkpoints, and
+// refuses a proof of another event, of another tree, or checkpoints of another key.
+func TestChainProof(t *testing.T) {
+	skey, vkey, _ := note.GenerateKey(nil, "log.test")
+	signer, _ := note.NewSigner(skey)
+	dir := t.TempDir()
+	write := func(name string, v any) string {
+		path := filepath.Join(dir, name)
+		b, ok := v.([]byte)
+		if !ok {
+			b, _ = json.Marshal(v)
+		}
+		if err := os.WriteFile(path, b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	// Seven events, as GET …/events/{seq} answers them, and their tree.
+	type eventJSON struct {
+		Seq      int64   `json:"seq"`
+		EntityID string  `json:"entity_id"`
+		Ver      int64   `json:"ver"`
+		CID      string  `json:"cid"`
+		Op       string  `json:"op"`
+		Vis      string  `json:"vis"`
+		TS       int64   `json:"ts"`
+		TxID     string  `json:"tx_id"`
+		PrevTx   *string `json:"prev_tx"`
+		PrevCID  *string `json:"prev_cid"`
+		Status   string  `json:"status"`
+	}
+	tree := treeOf{}
+	var events []eventJSON
+	for seq := int64(1); seq <= 7; seq++ {
+		e := eventJSON{Seq: seq, EntityID: "dev-" + fmt.Sprint(seq), Ver: 1, CID: "bafkreicecnx2gvntm6fbcrvnc336qze6st5u7qq7457igegamd3bzkx7ri",
+			Op: "create", Vis: "public", TS: seq, TxID: fmt.Sprintf("tx%d", seq), Status: "confirmed"}
+		if seq > 1 {
+			tx, c := fmt.Sprintf("tx%d", seq-1), e.CID
+			e.PrevTx, e.PrevCID = &tx, &c
+		}
+		events = append(events, e)
+		a := chain.Attestation{PI: e.EntityID, Ver: e.Ver, CID: e.CID, Op: e.Op, Vis: e.Vis, TS: e.TS, PrevTx: e.PrevTx, PrevCID: e.PrevCID, Seq: seq}
+		nodes, _ := tlog.Append(tree, seq-1, tlog.LeafHash(chain.Leaf(a)))
+		for _, nd := range nodes {
+			tree[[2]int64{int64(nd.Level), nd.Index}] = nd.Hash
+		}
+	}
+	checkpoint := func(s note.Signer, size int64) []byte {
+		root, _ := tlog.Root(tree, size)
+		b, _ := note.Sign(&note.Note{Text: fmt.Sprintf("%s\n%d\n%s\n", chain.Origin("log.test", "main"), size, base64.StdEncoding.EncodeToString(root[:]))}, s)
+		return b
+	}
+	proof := func(p chain.Proof, hs []tlog.Hash) chain.Proof {
+		for _, h := range hs {
+			p.Hashes = append(p.Hashes, base64.StdEncoding.EncodeToString(h[:]))
+		}
+		return p
+	}
+	cp7, cp4 := write("cp7", checkpoint(signer, 7)), write("cp4", checkpoint(signer, 4))
+	inc, _ := tlog.InclusionProof(tree, 2, 7)
+	incFile := write("inclusion.json", proof(chain.Proof{Seq: 3, Size: 7}, inc))
+	cons, _ := tlog.ConsistencyProof(tree, 4, 7)
+	consFile := write("consistency.json", proof(chain.Proof{From: 4, To: 7}, cons))
+	ev3 := write("event3.json", events[2])
+	forged := events[2]
+	forged.Ver = 2
+	ev3forged := write("event3-forged.json", forged)
+	_, otherVkey, _ := note.GenerateKey(nil, "log.test")
+
+	for _, tc := range []struct {
+		name string
+		args []string
+		code int
+		want string
+	}{
+		{"inclusion", []string{"--log-key", vkey, "--checkpoint", cp7, "--inclusion", incFile, "--event", ev3}, 0, "event 3 is in the checkpoint's tree of 7 events"},
+		{"consistency", []string{"--log-key", vkey, "--checkpoint", cp7, "--consistency", consFile, "--older", cp4}, 0, "the tree of 4 events is a prefix of the tree of 7"},
+		{"another event", []string{"--log-key", vkey, "--checkpoint", cp7, "--inclusion", incFile, "--event", ev3forged}, 1, "not in the checkpoint's tree"},
+		{"another key", []string{"--log-key", otherVkey, "--checkpoint", cp7, "--inclusion", incFile, "--event", ev3}, 1, "checkpoint signature"},
+		{"a checkpoint of another size", []string{"--log-key", vkey, "--checkpoint", cp4, "--inclusion", incFile, "--event", ev3}, 1, "the checkpoint's tree has 4"},
+		{"the older checkpoint swapped", []string{"--log-key", vkey, "--checkpoint", cp4, "--consistency", consFile, "--older", cp7}, 1, "the checkpoints have 7 and 4"},
+		{"no proof", []string{"--log-key", vkey, "--checkpoint", cp7}, 2, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var out, errOut bytes.Buffer
+			code := run(append([]string{"chain", "proof"}, tc.args...), &out, &errOut)
+			if code != tc.code || !strings.Contains(out.String()+errOut.String(), tc.want) {
+				t.Fatalf("exit %d (want %d): %s %s", code, tc.code, out.String(), errOut.String())
+			}
+		})
 	}
 }
