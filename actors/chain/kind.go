@@ -23,7 +23,8 @@ import (
 //     commit) and kept until the event is confirmed; it is posted again only with those same
 //     bytes, so a crash between posting and recording the outcome leaves no orphan;
 //   - while an event is signed and not confirmed, the "poll" alarm is pending; while events
-//     are queued, a "prepare" effect or the "pump" alarm is.
+//     are queued and may be signed (room under the bounds, nothing to sign again), a
+//     "prepare" effect or the "pump" alarm is, or a post or poll result will start one.
 
 // KindName is the kind's name.
 const KindName = "chain"
@@ -62,8 +63,8 @@ type Config struct {
 	// MaxInFlight bounds the posts (POST /tx) under way (default 256); they start in seq
 	// order.
 	MaxInFlight int
-	// MaxUnconfirmed bounds the events signed and not yet confirmed (default 10000): what a
-	// poll asks about, and what an expired anchor has signed again.
+	// MaxUnconfirmed bounds the events signed and not yet confirmed (default 10000): what
+	// stays stored with its transaction, and what an expired anchor may leave to sign again.
 	MaxUnconfirmed int
 	// AnchorReuse is how long an anchor and prices read from the gateway are used for signing
 	// (default 30s; sooner renewed when the polls see the chain grow by a fifth of
@@ -130,6 +131,7 @@ type actor struct {
 	renewing  bool            // a "quote" effect is running
 	inflight  map[string]bool // transactions posted and not answered yet
 	quote     quote           // the anchor and prices last read
+	quoteGen  int             // bumped each time the quote is dropped
 	height    int64           // the highest height a poll read
 	retryAt   time.Time       // a failed prepare is tried again from then on
 	// resignReady: the polls saw every transaction from meta.ResignFrom on mined or dead;

@@ -526,3 +526,70 @@ func TestChainResignWaitsForEveryTransaction(t *testing.T) {
 		t.Errorf("an expired transaction kept: %s %s", eventOf(1).TxID, eventOf(2).TxID)
 	}
 }
+
+// hiding is a gateway that answers no status of one transaction (as a node under load
+// answers 429 or 5xx).
+type hiding struct {
+	*arweave.Client
+	id atomic.Value // string
+}
+
+func (h *hiding) StatusOf(ctx context.Context, id string) (arweave.Status, error) {
+	if v, _ := h.id.Load().(string); v == id {
+		return arweave.Status{}, errors.New("503 Service Unavailable")
+	}
+	return h.Client.StatusOf(ctx, id)
+}
+
+// Three events die together, but the node answers nothing about the first: the two others are
+// not signed again (they would link to the first's dead transaction) until the first is seen
+// dead too; then all three are, and the chain is whole.
+func TestChainResignWaitsForTheEventBefore(t *testing.T) {
+	e := newChainEnvOn(t, Config{AnchorDepth: 5}, fakearweave.Config{Manual: true, AnchorDepth: 5})
+	gw := &hiding{Client: e.gw}
+	e.cfg.Gateway = gw
+	e.h.Restart(Kind(e.cfg))
+	eventOf := func(seq int64) record {
+		var rec record
+		body, _ := json.Marshal(seq)
+		if out, err := e.h.Call(KindName, "hidden", MethodEvent, body); err == nil {
+			_ = json.Unmarshal(out, &rec)
+		}
+		return rec
+	}
+	for i := range 3 {
+		if _, err := e.append("hidden", event("e", int64(i+1))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	await.True(t, 10*time.Second, "three events posted", func() bool {
+		return eventOf(1).Status == StatusPosted && eventOf(2).Status == StatusPosted && eventOf(3).Status == StatusPosted
+	})
+	before := []string{eventOf(1).TxID, eventOf(2).TxID, eventOf(3).TxID}
+	gw.id.Store(before[0])
+	e.fake.SetFaults(fakearweave.Faults{EvictFromMempool: 1, Unavailable: 1})
+	for range 14 {
+		e.fake.Mine()
+		time.Sleep(60 * time.Millisecond)
+	}
+	time.Sleep(300 * time.Millisecond) // polls see events 2 and 3 dead, event 1 unknown
+	for seq := int64(2); seq <= 3; seq++ {
+		if eventOf(seq).TxID != before[seq-1] {
+			t.Fatalf("event %d signed again while the event before it was not known dead", seq)
+		}
+	}
+	gw.id.Store("")
+	e.fake.SetFaults(fakearweave.Faults{})
+	go func() {
+		for range 200 {
+			e.fake.Mine()
+			time.Sleep(20 * time.Millisecond)
+		}
+	}()
+	e.waitConfirmed("hidden", 3)
+	for seq := int64(1); seq <= 3; seq++ {
+		if eventOf(seq).TxID == before[seq-1] {
+			t.Errorf("event %d kept its expired transaction", seq)
+		}
+	}
+}

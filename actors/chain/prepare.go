@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"maps"
 	"slices"
 	"time"
@@ -15,8 +16,9 @@ import (
 // Preparing: the "prepare" effect reads what signing needs from the gateway (an anchor, the
 // height, prices) unless the actor's quote is fresh, and signs the next queued events, each
 // linked to the one before, off the mailbox; its result commits them all in one write, and
-// posts each once that commits. One prepare runs at a time, and only its result moves the
-// head or the queue's front, so the events it signed still follow the head when it returns.
+// posts each once that commits. One prepare runs at a time, and its result commits only if
+// the head and the queue's front are still what it signed after (a failed prepare or a retry
+// may move the front meanwhile).
 
 // prepareBatch bounds the events one prepare signs (RSA signing is the chain's CPU cost).
 const prepareBatch = 64
@@ -45,12 +47,12 @@ func (a *actor) renewQuote(ctx *actors.Context) error {
 		return nil // none to renew, under way, or stale already: the next prepare reads one
 	}
 	a.renewing = true
-	gw, timeout, at := a.cfg.Gateway, a.cfg.CallTimeout, ctx.Now()
+	gw, timeout, at, gen := a.cfg.Gateway, a.cfg.CallTimeout, ctx.Now(), a.quoteGen
 	chunks := slices.Collect(maps.Keys(q.Prices))
 	return ctx.Effect("quote", func(c context.Context) ([]byte, error) {
 		c, cancel := context.WithTimeout(c, timeout)
 		defer cancel()
-		p := prepared{ReadAt: at, Prices: map[int]string{}}
+		p := prepared{ReadAt: at, Gen: gen, Prices: map[int]string{}}
 		var err error
 		if p.Anchor, err = gw.Anchor(c); err != nil {
 			return nil, err
@@ -71,19 +73,34 @@ func (a *actor) renewQuote(ctx *actors.Context) error {
 func (a *actor) quoteRenewed(r actors.EffectResult) error {
 	a.renewing = false
 	var p prepared
-	if r.Err != nil || json.Unmarshal(r.Output, &p) != nil {
-		return nil // the next prepare reads one once this one is stale
-	}
-	if p.ReadAt.After(a.quote.At) {
-		a.quote = quote{Anchor: p.Anchor, Height: p.Height, At: p.ReadAt, Prices: p.Prices}
+	if r.Err == nil && json.Unmarshal(r.Output, &p) == nil {
+		a.keepQuote(p) // (on an error, the next prepare reads one once this one is stale)
 	}
 	return nil
+}
+
+// keepQuote keeps the quote an effect read or used, unless the quote was dropped since the
+// effect began (a refused post: it may be what was refused) or a newer one is kept.
+func (a *actor) keepQuote(p prepared) {
+	if p.Gen != a.quoteGen || (a.quote.Anchor != nil && p.ReadAt.Before(a.quote.At)) {
+		return
+	}
+	a.quote = quote{Anchor: p.Anchor, Height: p.Height, At: p.ReadAt, Prices: p.Prices}
+}
+
+// dropQuote forgets the quote: the next prepare reads a new one, and no effect under way puts
+// the old one back.
+func (a *actor) dropQuote() {
+	a.quote = quote{}
+	a.quoteGen++
 }
 
 // prepareJob is the work of one "prepare" effect: new events to sign (Items), or events to
 // sign again (Resign), each linked to the one before, the first to Head.
 type prepareJob struct {
 	Chain  string
+	From   int64 // signing again: meta.ResignFrom when it began
+	Gen    int   // the quote generation it began in
 	Head   Link
 	Items  []queuedItem
 	Resign []resignItem
@@ -102,6 +119,8 @@ type prepared struct {
 	Height int64          `json:"height"`
 	Prices map[int]string `json:"prices"`
 	ReadAt time.Time      `json:"read_at"` // when the anchor was read (its quote's age)
+	Gen    int            `json:"gen"`
+	From   int64          `json:"from,omitempty"`
 	Resign bool           `json:"resign"`
 	Head   Link           `json:"head"`
 	Signed []signedItem   `json:"signed"`
@@ -122,7 +141,7 @@ func (a *actor) pump(ctx *actors.Context, m meta) error {
 	if a.cfg.Gateway == nil || a.preparing || ctx.Now().Before(a.retryAt) {
 		return nil // no gateway: writes are refused at the route, nothing is queued
 	}
-	job := prepareJob{Chain: ctx.ID(), Head: Link{Seq: m.Seq, TxID: m.TxID, CID: m.CID}, Wallet: a.cfg.Wallet}
+	job := prepareJob{Chain: ctx.ID(), Head: Link{Seq: m.Seq, TxID: m.TxID, CID: m.CID}, Wallet: a.cfg.Wallet, From: m.ResignFrom, Gen: a.quoteGen}
 	room := a.cfg.MaxInFlight - len(a.inflight)
 	if m.ResignFrom > 0 {
 		if !a.resignReady || room <= 0 {
@@ -180,7 +199,7 @@ func nextQueued(ctx *actors.Context, n int) ([]actors.KV, error) {
 // each by its size's chunk count.
 func (j prepareJob) run(ctx context.Context, gw Gateway) (prepared, error) {
 	p := prepared{Anchor: j.Quote.Anchor, Height: j.Quote.Height, Prices: j.Quote.Prices, ReadAt: j.Quote.At,
-		Resign: len(j.Resign) > 0, Head: j.Head}
+		Gen: j.Gen, From: j.From, Resign: len(j.Resign) > 0, Head: j.Head}
 	if p.Anchor == nil {
 		anchor, err := gw.Anchor(ctx)
 		if err != nil {
@@ -231,7 +250,9 @@ func (j prepareJob) run(ctx context.Context, gw Gateway) (prepared, error) {
 		if err != nil {
 			return p, err
 		}
-		prev.Seq = it.Seq - 1 // past events mined, skipped: the batch holds no gap
+		if it.Seq != prev.Seq+1 {
+			return p, fmt.Errorf("chain %s: event %d to sign again after event %d", j.Chain, it.Seq, prev.Seq)
+		}
 		e := Event{EntityID: at.PI, Ver: at.Ver, Op: at.Op, Vis: at.Vis, TS: at.TS, CID: at.CID, Manifest: manifest}
 		_, signed, err := sign(&e)
 		if err != nil {
@@ -248,7 +269,7 @@ func (j prepareJob) run(ctx context.Context, gw Gateway) (prepared, error) {
 func (a *actor) prepareDone(ctx *actors.Context, m meta, r actors.EffectResult) error {
 	a.preparing = false
 	if r.Err != nil {
-		a.quote = quote{}
+		a.dropQuote()
 		return a.prepareFailed(ctx, m, r.Err)
 	}
 	if m.Attempts != 0 {
@@ -259,7 +280,7 @@ func (a *actor) prepareDone(ctx *actors.Context, m meta, r actors.EffectResult) 
 	if err := json.Unmarshal(r.Output, &p); err != nil {
 		return err
 	}
-	a.quote = quote{Anchor: p.Anchor, Height: p.Height, At: p.ReadAt, Prices: p.Prices}
+	a.keepQuote(p)
 	var err error
 	switch {
 	case p.Resign && m.ResignFrom > 0:
@@ -302,7 +323,7 @@ func (a *actor) commitSigned(ctx *actors.Context, m meta, p prepared) (meta, err
 		}
 		seq, id := m.Seq+1, tx.IDString()
 		rec := record{eventView: eventView{Seq: seq, EntityID: v.EntityID, Ver: v.Ver, CID: v.CID, Op: v.Op, Vis: v.Vis, TS: v.TS,
-			TxID: id, Status: StatusSigned}, Tx: s.Tx, AnchorHeight: p.Height, Accepted: v.CreatedAt}
+			TxID: id, Status: StatusSigned}, Tx: s.Tx, AnchorHeight: max(p.Height, a.height), Accepted: v.CreatedAt}
 		if m.Seq > 0 {
 			prevTx, prevCID := m.TxID, m.CID
 			rec.PrevTx, rec.PrevCID = &prevTx, &prevCID

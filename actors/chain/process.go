@@ -15,9 +15,9 @@ import (
 	"github.com/shardkeeper/shardkeeper/arweave"
 )
 
-// Activate resumes from storage: the next queued events are prepared, and every signed,
-// unconfirmed event is checked by id at once (and posted again, same bytes, if the node does
-// not know it).
+// Activate resumes from storage: the next queued events are prepared (unless events are to be
+// signed again: the first poll works out whether they may be), and the unconfirmed events are
+// checked by id at once (and posted again, same bytes, if the node does not know them).
 func (a *actor) Activate(ctx *actors.Context) error {
 	m, _, err := load[meta](ctx, metaKey)
 	if err != nil {
@@ -58,7 +58,8 @@ func (a *actor) Alarm(ctx *actors.Context, al actors.Alarm) error {
 	return nil
 }
 
-// poll asks the gateway about every signed event not confirmed yet (up to MaxInFlight).
+// poll asks the gateway about the oldest signed events not confirmed nor dead yet (pollWindow
+// of them), and while events are to be signed again, about those settleResign waits for.
 func (a *actor) poll(ctx *actors.Context, m meta) error {
 	if a.polling {
 		return nil
@@ -85,7 +86,7 @@ func (a *actor) poll(ctx *actors.Context, m meta) error {
 		if err := json.Unmarshal(kv.Value, &r); err != nil {
 			return err
 		}
-		if r.Status != StatusConfirmed {
+		if r.Status != StatusConfirmed && r.ExpiredAt == 0 { // (a dead one stays dead)
 			ids[r.Seq] = r.TxID
 		}
 	}
@@ -136,8 +137,8 @@ func (a *actor) poll(ctx *actors.Context, m meta) error {
 	})
 }
 
-// HandleEffect takes the results of "prepare" (sign the next queued events), "post:<seq>"
-// and "poll".
+// HandleEffect takes the results of "prepare" (events signed), "quote" (a renewed anchor),
+// "post:<seq>:<tx>" and "poll".
 func (a *actor) HandleEffect(ctx *actors.Context, r actors.EffectResult) error {
 	m, _, err := load[meta](ctx, metaKey)
 	if err != nil {
@@ -153,7 +154,7 @@ func (a *actor) HandleEffect(ctx *actors.Context, r actors.EffectResult) error {
 		seq, _ := strconv.ParseInt(seqStr, 10, 64)
 		delete(a.inflight, txID)
 		if errors.Is(r.Err, arweave.ErrRejected) {
-			a.quote = quote{} // perhaps underpriced, or its anchor too old: read them again
+			a.dropQuote() // perhaps underpriced, or its anchor too old: read them again
 		}
 		// On an error the poll finds out, and posts it again if the node does not have it.
 		// The answer about a transaction since replaced says nothing of the new one.
@@ -195,13 +196,8 @@ func (a *actor) HandleEffect(ctx *actors.Context, r actors.EffectResult) error {
 			return err
 		}
 		if m.ResignFrom > 0 {
-			settled, none, next, err := a.resignSettled(ctx, m)
-			if err != nil {
+			if m, err = a.settleResign(ctx, m); err != nil {
 				return err
-			}
-			a.resignReady, a.resignNext = settled, next
-			if none {
-				m.ResignFrom, a.resignReady = 0, false // the node had them after all
 			}
 		}
 		store(ctx, metaKey, m)
@@ -288,6 +284,11 @@ func (a *actor) observe(ctx *actors.Context, seq int64, st polledState, height, 
 			store(ctx, versionKey(rec.EntityID, rec.Ver), v)
 			a.cfg.Metrics.confirmed(rec.Accepted, ctx.Now())
 		}
+	case state == "pending" && rec.Mined:
+		// Back in a mempool: a fork dropped the block that held it.
+		rec.Mined = false
+		store(ctx, eventKey(seq), rec)
+		return a.expired(rec, height), a.dead(ctx, rec, height)
 	case state == "pending" && a.expired(rec, height):
 		// Waiting in a mempool past its anchor's validity: it can never be mined.
 		return true, a.dead(ctx, rec, height)
@@ -343,14 +344,18 @@ const (
 const expiryMargin = 5
 
 // expired reports whether rec's transaction can never be mined at height.
-func (a *actor) expired(rec record, height int64) bool {
-	return height > rec.AnchorHeight+a.cfg.AnchorDepth+expiryMargin
+func (a *actor) expired(rec record, height int64) bool { return a.expiredAt(rec.AnchorHeight, height) }
+
+// expiredAt reports whether a transaction whose anchor is at (at most) anchorHeight can never
+// be mined at height.
+func (a *actor) expiredAt(anchorHeight, height int64) bool {
+	return height > anchorHeight+a.cfg.AnchorDepth+expiryMargin
 }
 
 // dead records that a poll saw rec's transaction unmined at height, past its anchor's
-// validity: it can never be mined.
+// validity: it can never be mined. (Not past it: nothing to record.)
 func (a *actor) dead(ctx *actors.Context, rec record, height int64) error {
-	if rec.ExpiredAt == 0 {
+	if rec.ExpiredAt == 0 && a.expired(rec, height) {
 		rec.ExpiredAt = height
 		store(ctx, eventKey(rec.Seq), rec)
 	}
@@ -385,7 +390,7 @@ func (a *actor) advanceConfirmed(ctx *actors.Context, m meta) (meta, error) {
 // on without it (retry requeues it).
 func (a *actor) prepareFailed(ctx *actors.Context, m meta, cause error) error {
 	m.Attempts++
-	if m.Attempts >= MaxAttempts {
+	if m.Attempts >= MaxAttempts && m.ResignFrom == 0 { // (signing again: the queue waits anyway)
 		m.Attempts = 0
 		first, err := ctx.List(actors.ListOptions{Prefix: []byte("q/"), Limit: 1})
 		if err != nil {

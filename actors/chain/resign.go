@@ -31,33 +31,70 @@ type resignItem struct {
 	Data  []byte `json:"data"`
 }
 
-// resignSettled reports whether a poll has seen every transaction from m.ResignFrom on mined or
-// dead, and the lowest event not settled (for the poll to ask about next). none is true when
-// no event from m.ResignFrom on is unmined: nothing is left to sign again.
-func (a *actor) resignSettled(ctx *actors.Context, m meta) (settled, none bool, next int64, err error) {
-	kvs, err := ctx.List(actors.ListOptions{Start: eventKey(m.ResignFrom), End: []byte("e0")})
-	if err != nil {
-		return false, false, 0, err
-	}
-	none = true
-	for _, kv := range kvs {
-		var r record
-		if err := json.Unmarshal(kv.Value, &r); err != nil {
-			return false, false, 0, err
-		}
-		if r.Mined || r.Status == StatusConfirmed {
-			continue
-		}
-		none = false
-		if r.ExpiredAt == 0 {
-			return false, false, r.Seq, nil
-		}
-	}
-	return true, none, 0, nil
+// recordState is what signing again needs of a stored event (its transaction left undecoded).
+type recordState struct {
+	Seq          int64  `json:"seq"`
+	Status       string `json:"status"`
+	Mined        bool   `json:"mined,omitempty"`
+	ExpiredAt    int64  `json:"expired_at,omitempty"`
+	AnchorHeight int64  `json:"anchor_height,omitempty"`
 }
 
-// resignBatch picks the next events to sign again: from m.ResignFrom, past those mined, up to
-// n events not mined in a row; head is the event before the first.
+func (r recordState) mined() bool { return r.Mined || r.Status == StatusConfirmed }
+
+// settleResign makes m.ResignFrom the lowest dead event of the run to sign again — past events
+// seen mined, down past dead events before it — and works out whether signing again may go
+// ahead (a.resignReady: every event from there on seen mined or dead, and the event before it
+// not dead) and what the polls should ask about first (a.resignNext). It clears ResignFrom
+// when no event from there on is dead.
+func (a *actor) settleResign(ctx *actors.Context, m meta) (meta, error) {
+	a.resignReady, a.resignNext = false, 0
+	kvs, err := ctx.List(actors.ListOptions{Start: eventKey(m.ResignFrom), End: []byte("e0")})
+	if err != nil {
+		return m, err
+	}
+	var firstDead int64
+	settled := true
+	for _, kv := range kvs {
+		var r recordState
+		if err := json.Unmarshal(kv.Value, &r); err != nil {
+			return m, err
+		}
+		switch {
+		case r.mined():
+		case r.ExpiredAt > 0 && firstDead == 0:
+			firstDead = r.Seq
+		case r.ExpiredAt == 0 && firstDead > 0 && settled:
+			settled, a.resignNext = false, r.Seq // may still be mined: ask about it
+		}
+	}
+	if firstDead == 0 {
+		m.ResignFrom = 0 // the node had them after all
+		return m, nil
+	}
+	m.ResignFrom = firstDead
+	// Dead events just before it belong to the same run: the first signed again would link to
+	// a dead transaction otherwise.
+	for m.ResignFrom > m.ConfirmedSeq+1 {
+		prev, _, err := load[recordState](ctx, eventKey(m.ResignFrom-1))
+		if err != nil {
+			return m, err
+		}
+		if prev.mined() || prev.ExpiredAt == 0 {
+			if !prev.mined() && a.expiredAt(prev.AnchorHeight, a.height) {
+				// Past its anchor's validity, and no poll has seen it yet: ask first.
+				settled, a.resignNext = false, prev.Seq
+			}
+			break
+		}
+		m.ResignFrom--
+	}
+	a.resignReady = settled
+	return m, nil
+}
+
+// resignBatch picks the next events to sign again: from m.ResignFrom (dead, see settleResign),
+// up to n events not mined in a row; head is the event before the first.
 func (a *actor) resignBatch(ctx *actors.Context, m meta, n int) (head Link, items []resignItem, err error) {
 	if m.ResignFrom > 1 {
 		before, _, err := load[record](ctx, eventKey(m.ResignFrom-1))
@@ -66,7 +103,7 @@ func (a *actor) resignBatch(ctx *actors.Context, m meta, n int) (head Link, item
 		}
 		head = Link{Seq: before.Seq, TxID: before.TxID, CID: before.CID}
 	}
-	kvs, err := ctx.List(actors.ListOptions{Start: eventKey(m.ResignFrom), End: []byte("e0"), Limit: n + 64})
+	kvs, err := ctx.List(actors.ListOptions{Start: eventKey(m.ResignFrom), End: []byte("e0"), Limit: n})
 	if err != nil {
 		return head, nil, err
 	}
@@ -76,11 +113,7 @@ func (a *actor) resignBatch(ctx *actors.Context, m meta, n int) (head Link, item
 			return head, nil, err
 		}
 		if r.Mined || r.Status == StatusConfirmed {
-			if len(items) > 0 {
-				break // the batch ends before it: the next one starts past it
-			}
-			head = Link{Seq: r.Seq, TxID: r.TxID, CID: r.CID}
-			continue
+			break // the batch ends before it; settleResign moves past it
 		}
 		var old arweave.Tx
 		if err := json.Unmarshal(r.Tx, &old); err != nil {
@@ -98,13 +131,13 @@ func (a *actor) resignBatch(ctx *actors.Context, m meta, n int) (head Link, item
 // posts each once that commits; unless the chain changed since the prepare began (then the
 // next prepare does it again).
 func (a *actor) commitResigned(ctx *actors.Context, m meta, p prepared) (meta, error) {
-	if len(p.Signed) == 0 {
-		return m, nil
+	if len(p.Signed) == 0 || p.From != m.ResignFrom || p.Head.Seq != m.ResignFrom-1 {
+		return m, nil // ResignFrom moved since the prepare began
 	}
 	recs := make([]record, len(p.Signed))
 	for i, s := range p.Signed {
 		rec, found, err := load[record](ctx, eventKey(s.Seq))
-		if err != nil || !found || rec.TxID != s.Old || rec.Mined || rec.Status == StatusConfirmed || s.Seq < m.ResignFrom {
+		if err != nil || !found || s.Seq != m.ResignFrom+int64(i) || rec.TxID != s.Old || rec.Mined || rec.Status == StatusConfirmed {
 			return m, err
 		}
 		recs[i] = rec
@@ -123,7 +156,7 @@ func (a *actor) commitResigned(ctx *actors.Context, m meta, p prepared) (meta, e
 		}
 		rec := recs[i]
 		rec.Replaced = append(rec.Replaced, rec.TxID)
-		rec.TxID, rec.Tx, rec.Status, rec.AnchorHeight, rec.ExpiredAt = tx.IDString(), s.Tx, StatusSigned, p.Height, 0
+		rec.TxID, rec.Tx, rec.Status, rec.AnchorHeight, rec.ExpiredAt = tx.IDString(), s.Tx, StatusSigned, max(p.Height, a.height), 0
 		rec.PrevTx, rec.PrevCID = nil, nil
 		if prev.Seq > 0 {
 			prevTx, prevCID := prev.TxID, prev.CID
@@ -164,11 +197,9 @@ func (a *actor) commitResigned(ctx *actors.Context, m meta, p prepared) (meta, e
 		}
 	}
 	m.ResignFrom = last + 1
-	if m.ResignFrom <= m.Seq {
-		if _, none, _, err := a.resignSettled(ctx, m); err != nil || !none {
-			return m, err
-		}
+	if m.ResignFrom > m.Seq {
+		m.ResignFrom, a.resignReady = 0, false // every event from the first dead one is new or mined
+		return m, nil
 	}
-	m.ResignFrom, a.resignReady = 0, false // every event from the first dead one is new or mined
-	return m, nil
+	return a.settleResign(ctx, m)
 }

@@ -39,7 +39,7 @@ type meta struct {
 	// Attempts counts the "prepare" failures in a row (see HandleEffect).
 	Attempts int `json:"attempts,omitempty"`
 	// ResignFrom, when set, is the lowest event whose transaction expired unmined: it and
-	// every later event not mined are signed again with the next anchor.
+	// every later event not mined are signed again, in batches (resign.go).
 	ResignFrom int64 `json:"resign_from,omitempty"`
 }
 
