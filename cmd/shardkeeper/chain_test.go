@@ -16,6 +16,7 @@ import (
 
 	"github.com/shardkeeper/shardkeeper/actors/chain"
 	"github.com/shardkeeper/shardkeeper/arweave"
+	"github.com/shardkeeper/shardkeeper/client"
 	"github.com/shardkeeper/shardkeeper/test/fakearweave"
 	"github.com/shardkeeper/shardkeeper/tlog"
 	"golang.org/x/mod/sumdb/note"
@@ -242,24 +243,11 @@ func TestChainProof(t *testing.T) {
 		}
 		return path
 	}
-	// Seven events, as GET …/events/{seq} answers them, and their tree.
-	type eventJSON struct {
-		Seq      int64   `json:"seq"`
-		EntityID string  `json:"entity_id"`
-		Ver      int64   `json:"ver"`
-		CID      string  `json:"cid"`
-		Op       string  `json:"op"`
-		Vis      string  `json:"vis"`
-		TS       int64   `json:"ts"`
-		TxID     string  `json:"tx_id"`
-		PrevTx   *string `json:"prev_tx"`
-		PrevCID  *string `json:"prev_cid"`
-		Status   string  `json:"status"`
-	}
+	// Seven events, as GET …/events/{seq} answers them (client.SignedEvent), and their tree.
 	tree := treeOf{}
-	var events []eventJSON
+	var events []client.SignedEvent
 	for seq := int64(1); seq <= 7; seq++ {
-		e := eventJSON{Seq: seq, EntityID: "dev-" + fmt.Sprint(seq), Ver: 1, CID: "bafkreicecnx2gvntm6fbcrvnc336qze6st5u7qq7457igegamd3bzkx7ri",
+		e := client.SignedEvent{Seq: seq, EntityID: "dev-" + fmt.Sprint(seq), Ver: 1, CID: "bafkreicecnx2gvntm6fbcrvnc336qze6st5u7qq7457igegamd3bzkx7ri",
 			Op: "create", Vis: "public", TS: seq, TxID: fmt.Sprintf("tx%d", seq), Status: "confirmed"}
 		if seq > 1 {
 			tx, c := fmt.Sprintf("tx%d", seq-1), e.CID

@@ -61,26 +61,9 @@ func TestChainExactlyOnce(t *testing.T) {
 	h := newChainHistory(c)
 	total := chainEntities * chainVersions
 
-	var (
-		mu    sync.Mutex
-		cond  = sync.NewCond(&mu)
-		acked int
-		done  int // workers finished
-	)
-	waitFor := func(what string, timeout time.Duration, ok func() bool) {
-		timer := time.AfterFunc(timeout, func() { mu.Lock(); cond.Broadcast(); mu.Unlock() })
-		defer timer.Stop()
-		deadline := time.Now().Add(timeout)
-		mu.Lock()
-		defer mu.Unlock()
-		for !ok() {
-			if time.Now().After(deadline) {
-				t.Logf("%s: not reached within %s; going on", what, timeout)
-				return
-			}
-			cond.Wait()
-		}
-	}
+	prog := newProgress()
+	var acked, done int // appends answered, workers finished
+	waitFor := func(what string, timeout time.Duration, ok func() bool) { prog.WaitFor(t, what, timeout, ok) }
 	p := actors.PartitionOf(chain.KindName, chainName, partitions)
 	var ctl sync.WaitGroup
 	ctl.Go(func() {
@@ -108,7 +91,7 @@ func TestChainExactlyOnce(t *testing.T) {
 	for w := range chainWorkers {
 		cs := &chainClient{id: h.ids.New(), next: w, rnd: rand.New(rand.NewPCG(seed, uint64(w)))}
 		wg.Go(func() {
-			defer func() { mu.Lock(); done++; cond.Broadcast(); mu.Unlock() }()
+			defer prog.Update(func() { done++ })
 			for {
 				next.Lock()
 				i := nextIdx
@@ -122,10 +105,7 @@ func TestChainExactlyOnce(t *testing.T) {
 					t.Errorf("append %s: no answer within 90 s", key)
 					continue
 				}
-				mu.Lock()
-				acked++
-				cond.Broadcast()
-				mu.Unlock()
+				prog.Update(func() { acked++ })
 				if cs.rnd.Float64() < 0.15 { // the same version with another body
 					h.append(cs, key, "b")
 				}

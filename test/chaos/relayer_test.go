@@ -61,9 +61,8 @@ func TestRelayerExactlyOnce(t *testing.T) {
 	t.Logf("intents per key: %s", keyLoad(env.keys, perKey))
 
 	// The controller: kill, restart, bump, driven by the count of answered POSTs.
+	prog := newProgress()
 	var (
-		mu        sync.Mutex
-		cond      = sync.NewCond(&mu)
 		acked     int
 		posted    int // workers that finished
 		killedAt  time.Time
@@ -71,28 +70,14 @@ func TestRelayerExactlyOnce(t *testing.T) {
 		restarted time.Time
 	)
 	ack := func(idem string, call time.Time) {
-		mu.Lock()
-		acked++
-		if !killedAt.IsZero() && servedAt.IsZero() && call.After(killedAt) && env.keyOf(idem) == busy {
-			servedAt = time.Now()
-		}
-		cond.Broadcast()
-		mu.Unlock()
-	}
-	waitFor := func(what string, timeout time.Duration, ok func() bool) {
-		timer := time.AfterFunc(timeout, func() { mu.Lock(); cond.Broadcast(); mu.Unlock() })
-		defer timer.Stop()
-		deadline := time.Now().Add(timeout)
-		mu.Lock()
-		defer mu.Unlock()
-		for !ok() {
-			if time.Now().After(deadline) {
-				t.Logf("%s: not reached within %s; going on", what, timeout)
-				return
+		prog.Update(func() {
+			acked++
+			if !killedAt.IsZero() && servedAt.IsZero() && call.After(killedAt) && env.keyOf(idem) == busy {
+				servedAt = time.Now()
 			}
-			cond.Wait()
-		}
+		})
 	}
+	waitFor := func(what string, timeout time.Duration, ok func() bool) { prog.WaitFor(t, what, timeout, ok) }
 	var ctl sync.WaitGroup
 	ctl.Go(func() {
 		waitFor("kill point", 60*time.Second, func() bool { return acked >= killAfterAcks || posted == exactlyOnceWorkers })
@@ -106,21 +91,17 @@ func TestRelayerExactlyOnce(t *testing.T) {
 		victim := c.nodes[v]
 		c.note("SIGKILL %s, leader of partition %d of the busiest key %s (%d intents)", leader, p, busy, perKey[busy])
 		victim.Kill()
-		mu.Lock()
-		killedAt = time.Now()
-		mu.Unlock()
+		prog.Update(func() { killedAt = time.Now() })
 		waitFor("busy key serving again", 30*time.Second, func() bool { return !servedAt.IsZero() || posted == exactlyOnceWorkers })
-		mu.Lock()
-		if !servedAt.IsZero() {
-			c.note("the busy key took a new intent %.2fs after the kill", servedAt.Sub(killedAt).Seconds())
-		}
-		mu.Unlock()
+		prog.Update(func() {
+			if !servedAt.IsZero() {
+				c.note("the busy key took a new intent %.2fs after the kill", servedAt.Sub(killedAt).Seconds())
+			}
+		})
 		waitFor("more answers through the survivors", 10*time.Second, func() bool { return acked >= killAfterAcks+30 || posted == exactlyOnceWorkers })
 		victim.Restart()
 		victim.WaitReady(60 * time.Second)
-		mu.Lock()
-		restarted = time.Now()
-		mu.Unlock()
+		prog.Update(func() { restarted = time.Now() })
 		c.note("%s restarted on its data and ready", leader)
 		c.waitLeaders(30 * time.Second)
 	})
@@ -142,7 +123,7 @@ func TestRelayerExactlyOnce(t *testing.T) {
 	for w := range exactlyOnceWorkers {
 		cs := &relayerClientState{id: h.ids.New(), next: w, rnd: rand.New(rand.NewPCG(seed, uint64(w)))}
 		wg.Go(func() {
-			defer func() { mu.Lock(); posted++; cond.Broadcast(); mu.Unlock() }()
+			defer prog.Update(func() { posted++ })
 			for {
 				next.Lock()
 				i := nextIdx
