@@ -67,6 +67,16 @@ func (e *chainEnv) head(chain string) Head {
 	return h
 }
 
+// event reads event seq of chain as the actor answers it (zero when there is none yet).
+func (e *chainEnv) event(chain string, seq int64) record {
+	var rec record
+	body, _ := json.Marshal(seq)
+	if out, err := e.h.Call(KindName, chain, MethodEvent, body); err == nil {
+		_ = json.Unmarshal(out, &rec)
+	}
+	return rec
+}
+
 func event(entity string, ver int64) Event {
 	return Event{EntityID: entity, Ver: ver, Op: "create", Vis: "public", Manifest: json.RawMessage(fmt.Sprintf(`{"entity":%q,"ver":%d}`, entity, ver))}
 }
@@ -87,12 +97,7 @@ func (e *chainEnv) waitConfirmed(chain string, n int64) Head {
 	}
 	var onChain []string
 	for seq := int64(1); seq <= n; seq++ {
-		var rec record
-		body, _ := json.Marshal(seq)
-		out := e.h.MustCall(KindName, chain, MethodEvent, body)
-		if err := json.Unmarshal(out, &rec); err != nil {
-			e.t.Fatal(err)
-		}
+		rec := e.event(chain, seq)
 		if rec.Status != StatusConfirmed || rec.Seq != seq {
 			e.t.Fatalf("event %d: %+v", seq, rec)
 		}
@@ -183,10 +188,7 @@ func TestChainAnchorExpiry(t *testing.T) {
 	}
 	await.True(t, 10*time.Second, "three events posted", func() bool {
 		for seq := int64(1); seq <= 3; seq++ {
-			var rec record
-			body, _ := json.Marshal(seq)
-			out, err := e.h.Call(KindName, "exp", MethodEvent, body)
-			if err != nil || json.Unmarshal(out, &rec) != nil || rec.Status != StatusPosted {
+			if e.event("exp", seq).Status != StatusPosted {
 				return false
 			}
 		}
@@ -194,10 +196,7 @@ func TestChainAnchorExpiry(t *testing.T) {
 	})
 	var before []string
 	for seq := int64(1); seq <= 3; seq++ {
-		var rec record
-		body, _ := json.Marshal(seq)
-		_ = json.Unmarshal(e.h.MustCall(KindName, "exp", MethodEvent, body), &rec)
-		before = append(before, rec.TxID)
+		before = append(before, e.event("exp", seq).TxID)
 	}
 	// The node drops them all and refuses every post while ten blocks pass.
 	e.fake.SetFaults(fakearweave.Faults{EvictFromMempool: 1, Unavailable: 1})
@@ -206,21 +205,33 @@ func TestChainAnchorExpiry(t *testing.T) {
 		time.Sleep(40 * time.Millisecond) // a poll or two between blocks
 	}
 	e.fake.SetFaults(fakearweave.Faults{})
-	go func() {
-		for range 200 {
-			e.fake.Mine()
-			time.Sleep(20 * time.Millisecond)
-		}
-	}()
+	mineSlowly(t, e.fake)
 	e.waitConfirmed("exp", 3)
 	for seq := int64(1); seq <= 3; seq++ {
-		var rec record
-		body, _ := json.Marshal(seq)
-		_ = json.Unmarshal(e.h.MustCall(KindName, "exp", MethodEvent, body), &rec)
-		if rec.TxID == before[seq-1] {
-			t.Errorf("event %d kept its expired transaction %s", seq, rec.TxID)
+		if id := e.event("exp", seq).TxID; id == before[seq-1] {
+			t.Errorf("event %d kept its expired transaction %s", seq, id)
 		}
 	}
+}
+
+// mineSlowly mines a block every 100 ms until the test ends: an anchor then stays valid for
+// half a second on a node of AnchorDepth 5, longer than a loaded machine may take to post a
+// transaction again (mined faster, events signed again together can land apart).
+func mineSlowly(t *testing.T, f *fakearweave.Fake) {
+	done := make(chan struct{})
+	t.Cleanup(func() { close(done) })
+	go func() {
+		tick := time.NewTicker(100 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-tick.C:
+				f.Mine()
+			}
+		}
+	}()
 }
 
 // flaky is a gateway whose anchor fails while down is set.
@@ -467,18 +478,7 @@ func TestChainResignWaitsForEveryTransaction(t *testing.T) {
 	gw := &counting{Client: e.gw}
 	e.cfg.Gateway = gw
 	e.h.Restart(Kind(e.cfg))
-	eventOf := func(seq int64) record {
-		var rec record
-		body, _ := json.Marshal(seq)
-		out, err := e.h.Call(KindName, "mixed", MethodEvent, body)
-		if err == nil {
-			err = json.Unmarshal(out, &rec)
-		}
-		if err != nil {
-			return record{}
-		}
-		return rec
-	}
+	eventOf := func(seq int64) record { return e.event("mixed", seq) }
 	h0 := e.fake.Height()
 	if _, err := e.append("mixed", event("e", 1)); err != nil {
 		t.Fatal(err)
@@ -515,12 +515,7 @@ func TestChainResignWaitsForEveryTransaction(t *testing.T) {
 		time.Sleep(60 * time.Millisecond)
 	}
 	e.fake.SetFaults(fakearweave.Faults{})
-	go func() {
-		for range 200 {
-			e.fake.Mine()
-			time.Sleep(20 * time.Millisecond)
-		}
-	}()
+	mineSlowly(t, e.fake)
 	e.waitConfirmed("mixed", 2)
 	if eventOf(1).TxID == first || eventOf(2).TxID == second {
 		t.Errorf("an expired transaction kept: %s %s", eventOf(1).TxID, eventOf(2).TxID)
@@ -549,14 +544,7 @@ func TestChainResignWaitsForTheEventBefore(t *testing.T) {
 	gw := &hiding{Client: e.gw}
 	e.cfg.Gateway = gw
 	e.h.Restart(Kind(e.cfg))
-	eventOf := func(seq int64) record {
-		var rec record
-		body, _ := json.Marshal(seq)
-		if out, err := e.h.Call(KindName, "hidden", MethodEvent, body); err == nil {
-			_ = json.Unmarshal(out, &rec)
-		}
-		return rec
-	}
+	eventOf := func(seq int64) record { return e.event("hidden", seq) }
 	for i := range 3 {
 		if _, err := e.append("hidden", event("e", int64(i+1))); err != nil {
 			t.Fatal(err)
@@ -580,12 +568,7 @@ func TestChainResignWaitsForTheEventBefore(t *testing.T) {
 	}
 	gw.id.Store("")
 	e.fake.SetFaults(fakearweave.Faults{})
-	go func() {
-		for range 200 {
-			e.fake.Mine()
-			time.Sleep(20 * time.Millisecond)
-		}
-	}()
+	mineSlowly(t, e.fake)
 	e.waitConfirmed("hidden", 3)
 	for seq := int64(1); seq <= 3; seq++ {
 		if eventOf(seq).TxID == before[seq-1] {
