@@ -86,25 +86,13 @@ func runChain(ctx context.Context, o options, bin, tmp string, rows *[]row) erro
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	for entity, n := range b.taken {
-		if n > 1 {
-			return fmt.Errorf("the event of entity %s was taken %d times", entity, n)
-		}
-	}
-	return nil
+	return atMostOnce(b.taken, "the event of entity %v was taken %d times")
 }
 
 // watch reads the fake's takes as they come and ends the wait of each event taken (found by
 // its Entity tag, unique per event).
 func (b *chainBench) watch(ctx context.Context) {
-	t := time.NewTicker(2 * time.Millisecond)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
+	every(ctx, 2*time.Millisecond, func() {
 		b.mu.Lock()
 		takes := b.fake.TakenSince(b.read)
 		b.read += len(takes)
@@ -122,7 +110,7 @@ func (b *chainBench) watch(ctx context.Context) {
 			}
 		}
 		b.mu.Unlock()
-	}
+	})
 }
 
 // measure starts a node with --chain-max-in-flight inFlight and keeps --chain-window events

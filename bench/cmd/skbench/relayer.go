@@ -161,25 +161,13 @@ func runRelayer(ctx context.Context, o options, bin, tmp string, rows *[]row) er
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	for deposit, n := range b.landed {
-		if n > 1 {
-			return fmt.Errorf("the intent of deposit %d landed %d times", deposit, n)
-		}
-	}
-	return nil
+	return atMostOnce(b.landed, "the intent of deposit %v landed %d times")
 }
 
 // watchLedger reads the fake's ledger as it grows and ends the wait of every intent whose
 // transfer landed (found by its deposit, unique per intent).
 func (b *relayerBench) watchLedger(ctx context.Context) {
-	t := time.NewTicker(2 * time.Millisecond)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
+	every(ctx, 2*time.Millisecond, func() {
 		seqKey := b.seqKey.PublicKey().String()
 		b.mu.Lock()
 		entries := b.fake.LedgerSince(b.read)
@@ -208,7 +196,7 @@ func (b *relayerBench) watchLedger(ctx context.Context) {
 		}
 		b.cond.Broadcast()
 		b.mu.Unlock()
-	}
+	})
 }
 
 // nextIntent returns a new idempotency key assigned to key k, and a deposit of its own.
@@ -364,6 +352,31 @@ func (b *relayerBench) runSequential(ctx context.Context, o options, rows *[]row
 	r := latencyRow(relayerWorkload(1), sysSequential, 1, float64(len(latencies))/time.Since(start).Seconds(), latencies, errs)
 	logf("  → %.1f transactions landed/s, p50 %.0f ms, p99 %.0f ms, errors %s", r.OpsPerS, r.P50ms, r.P99ms, r.errorSummary())
 	*rows = append(*rows, r)
+	return nil
+}
+
+// every calls f every d until ctx ends.
+func every(ctx context.Context, d time.Duration, f func()) {
+	t := time.NewTicker(d)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			f()
+		}
+	}
+}
+
+// atMostOnce fails, with format (the key, the count), for a key seen more than once: a
+// transaction that landed twice.
+func atMostOnce[K comparable](seen map[K]int, format string) error {
+	for k, n := range seen {
+		if n > 1 {
+			return fmt.Errorf(format, k, n)
+		}
+	}
 	return nil
 }
 
