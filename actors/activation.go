@@ -326,7 +326,7 @@ func (a *activation) stage(ctx *Context, reply func(error)) {
 			reply(nil) // the writes it read have committed
 		}
 	default:
-		a.part.reads.wait(reply)
+		a.part.grp.reads.wait(reply)
 	}
 }
 
@@ -352,7 +352,7 @@ func (a *activation) maybePropose(c actor.Context) {
 	a.pending, a.inflight = nil, b
 	b.proposed = time.Now()
 	self, root := c.Self(), a.rt.system.Root
-	a.part.proposer.submit(b, a.epoch, func(err error) {
+	a.part.grp.proposer.submit(a.part, b, a.epoch, func(err error) {
 		b.err = err
 		b.finished.Store(true)
 		if err == nil {

@@ -29,18 +29,13 @@ type partition struct {
 	acts    map[actKey]*actRef
 	sched   *scheduler
 
-	proposer proposer
-	reads    readGate
+	grp *group // the Raft group whose log holds this partition
 }
 
 type actKey struct{ kind, id string }
 
 func newPartition(rt *Runtime, id uint32) *partition {
-	p := &partition{id: id, rt: rt, readyCh: make(chan struct{}), acts: map[actKey]*actRef{}}
-	p.proposer.part = p
-	p.proposer.idle = sync.NewCond(&p.proposer.mu)
-	p.reads.part = p
-	return p
+	return &partition{id: id, rt: rt, readyCh: make(chan struct{}), acts: map[actKey]*actRef{}}
 }
 
 func (p *partition) currentEpoch() uint64 { return p.epoch.Load() }
@@ -164,16 +159,16 @@ func (p *partition) stopAll(acts map[actKey]*actRef, sched *scheduler) {
 func (p *partition) becomeReady(gen uint64) {
 	// Commands of the previous leadership still in flight must resolve first, so that the
 	// Barrier below orders after them.
-	p.proposer.waitIdle()
+	p.grp.proposer.waitResolved()
 	for attempt := 0; ; attempt++ {
-		err := p.rt.repl.Barrier(p.id, p.rt.opts.RequestTimeout)
+		err := p.rt.repl.Barrier(p.grp.id, p.rt.opts.RequestTimeout)
 		p.mu.Lock()
 		if p.gen != gen {
 			p.mu.Unlock()
 			return // leadership changed meanwhile; a newer notification decides
 		}
 		if err == nil {
-			if t := p.rt.repl.LastTime(p.id); t > p.clock.Load() {
+			if t := p.rt.repl.LastTime(p.grp.id); t > p.clock.Load() {
 				p.clock.Store(t)
 			}
 			p.ready = true

@@ -6,29 +6,33 @@ import (
 	"github.com/shardkeeper/shardkeeper/persistence"
 )
 
-// proposer merges the batches of every activation of one partition into Raft commands.
+// proposer merges the batches of every activation of one Raft group's partitions into Raft
+// commands.
 //
 // Each activation has at most one batch in flight, and activations write disjoint keys, so
 // batches of different actors commute: they may share a command, and commands may commit in
-// any order. While one command of the partition is in flight, newly submitted batches wait
-// and go out together in the next, so under load many actors' messages share one Raft entry
-// (and one apply), not just one fsync.
+// any order. While one command of the group is in flight, newly submitted batches wait and go
+// out together in the next, so under load many actors' messages, of every partition of the
+// group, share one Raft entry (and one round, one apply), not just one fsync.
 //
-// Fencing: a batch built under an older leadership epoch is never proposed (it is failed
-// instead), and a partition becoming ready again waits until no command is in flight before
-// its Barrier, so a stale activation's writes can never land after a new activation has read
-// the state they would overwrite.
+// Fencing: a batch built under an older leadership epoch of its partition is never proposed
+// (it is failed instead), and a partition becoming ready again waits until every command
+// taken before (waitResolved) has resolved before its Barrier, so a stale activation's writes
+// can never land after a new activation has read the state they would overwrite.
 type proposer struct {
-	part *partition
+	grp *group
 
 	mu       sync.Mutex
-	idle     *sync.Cond // signalled when inflight turns false
+	changed  *sync.Cond // signalled when a command resolves or inflight turns false
 	queue    []submission
 	inflight bool
+	taken    uint64 // commands taken from the queue
+	resolved uint64 // commands whose outcome is known
 }
 
 type submission struct {
 	b     *batch
+	part  *partition
 	epoch uint64
 	done  func(error)
 }
@@ -36,28 +40,28 @@ type submission struct {
 // maxCommandOps bounds one merged command; larger backlogs go out as several commands.
 const maxCommandOps = 8192
 
-// submit queues b for proposal; done is called once with its commit outcome.
-func (pr *proposer) submit(b *batch, epoch uint64, done func(error)) {
+// submit queues b, a batch of part built under epoch, for proposal; done is called once with
+// its commit outcome.
+func (pr *proposer) submit(part *partition, b *batch, epoch uint64, done func(error)) {
 	pr.mu.Lock()
-	pr.queue = append(pr.queue, submission{b, epoch, done})
-	var group []submission
+	pr.queue = append(pr.queue, submission{b, part, epoch, done})
+	var next []submission
 	if !pr.inflight {
-		group = pr.takeLocked()
+		next = pr.takeLocked()
 	}
 	pr.mu.Unlock()
-	if group != nil {
-		go pr.propose(group)
+	if next != nil {
+		go pr.propose(next)
 	}
 }
 
 // takeLocked removes the next command's worth of submissions from the queue and marks a
 // command in flight; pr.mu is held.
 func (pr *proposer) takeLocked() []submission {
-	epoch := pr.part.currentEpoch()
 	fresh := pr.queue[:0]
 	for _, s := range pr.queue {
-		if s.epoch != epoch {
-			s.done(NotApplied("partition %d changed leadership before the commit was proposed", pr.part.id))
+		if s.epoch != s.part.currentEpoch() {
+			s.done(NotApplied("partition %d changed leadership before the commit was proposed", s.part.id))
 			continue
 		}
 		fresh = append(fresh, s)
@@ -65,7 +69,7 @@ func (pr *proposer) takeLocked() []submission {
 	pr.queue = fresh
 	if len(pr.queue) == 0 {
 		pr.inflight = false
-		pr.idle.Broadcast()
+		pr.changed.Broadcast()
 		return nil
 	}
 	n, ops := 0, 0
@@ -73,39 +77,58 @@ func (pr *proposer) takeLocked() []submission {
 		ops += len(pr.queue[n].b.ops)
 		n++
 	}
-	group := pr.queue[:n:n]
+	next := pr.queue[:n:n]
 	pr.queue = append([]submission(nil), pr.queue[n:]...)
 	pr.inflight = true
-	return group
+	pr.taken++
+	return next
 }
 
-// waitIdle returns once no command of this partition is in flight.
-func (pr *proposer) waitIdle() {
+// waitResolved returns once every command taken before the call has resolved.
+func (pr *proposer) waitResolved() {
 	pr.mu.Lock()
-	for pr.inflight {
-		pr.idle.Wait()
+	for target := pr.taken; pr.resolved < target; {
+		pr.changed.Wait()
 	}
 	pr.mu.Unlock()
 }
 
-func (pr *proposer) propose(group []submission) {
-	for group != nil {
+// waitIdle returns once nothing is queued or in flight.
+func (pr *proposer) waitIdle() {
+	pr.mu.Lock()
+	for pr.inflight {
+		pr.changed.Wait()
+	}
+	pr.mu.Unlock()
+}
+
+func (pr *proposer) propose(next []submission) {
+	for next != nil {
 		cmd := persistence.Command{}
-		messages := 0
-		for _, s := range group {
-			cmd.Ops = append(cmd.Ops, s.b.ops...)
+		messages, ops := 0, 0
+		for _, s := range next {
+			ops += len(s.b.ops)
+		}
+		cmd.Ops = make([]persistence.Op, 0, ops)
+		for _, s := range next {
+			for _, op := range s.b.ops {
+				op.Partition = s.part.id
+				cmd.Ops = append(cmd.Ops, op)
+			}
 			cmd.Time = max(cmd.Time, s.b.time)
 			messages += s.b.messages
 		}
-		err := pr.part.rt.repl.Propose(pr.part.id, cmd.Encode(nil)).Error()
+		err := pr.grp.rt.repl.Propose(pr.grp.id, cmd.Encode(nil)).Error()
 		if err == nil {
-			pr.part.rt.metrics.commitMessages.Observe(float64(messages))
+			pr.grp.rt.metrics.commitMessages.Observe(float64(messages))
 		}
-		for _, s := range group {
+		for _, s := range next {
 			s.done(err)
 		}
 		pr.mu.Lock()
-		group = pr.takeLocked()
+		pr.resolved++
+		pr.changed.Broadcast()
+		next = pr.takeLocked()
 		pr.mu.Unlock()
 	}
 }

@@ -18,7 +18,8 @@ import (
 	"github.com/shardkeeper/shardkeeper/test/testkinds"
 )
 
-// raftEnv is the production stack on one node: Pebble, one Raft group per partition, runtime.
+// raftEnv is the production stack on one node: Pebble, Raft groups of two partitions each
+// (actortest.Layout), runtime.
 type raftEnv struct {
 	rt    *actors.Runtime
 	host  *cluster.Host
@@ -34,13 +35,13 @@ func startRaftEnv(t testing.TB, dir string, kinds ...actors.Kind) *raftEnv {
 	}
 	e := &raftEnv{store: store, reg: prometheus.NewRegistry()}
 	if e.host, err = cluster.NewHost(cluster.HostConfig{
-		ServerID: "n1", RaftAddr: "127.0.0.1:0", Partitions: actortest.Partitions, SnapshotDir: dir + "/snapshots",
+		ServerID: "n1", RaftAddr: "127.0.0.1:0", Layout: actortest.Layout, SnapshotDir: dir + "/snapshots",
 		Store: store, HeartbeatTimeout: 100 * time.Millisecond, ElectionTimeout: 100 * time.Millisecond,
 		SnapshotThreshold: 1024, BootstrapSelf: true, Logger: actortest.Logger(),
 	}); err != nil {
 		t.Fatal(err)
 	}
-	if e.rt, err = actors.New(actors.Options{Store: store, Replicator: e.host, Partitions: actortest.Partitions,
+	if e.rt, err = actors.New(actors.Options{Store: store, Replicator: e.host, Partitions: actortest.Partitions, Groups: actortest.Groups,
 		Registerer: e.reg, Logger: actortest.Logger()}, kinds...); err != nil {
 		t.Fatal(err)
 	}

@@ -3,14 +3,14 @@ package actors
 import "sync"
 
 // readGate holds replies that depend on no uncommitted write until this node has proven it
-// still leads the partition (raft VerifyLeader, issued after the reply was produced). Without
+// still leads the partition's Raft group (raft VerifyLeader, issued after the reply was produced). Without
 // it a leader that was paused or cut off — and already replaced — would answer reads from
 // state it no longer owns. Replies carrying writes need no check: their commit proves it.
 //
-// One verification is in flight per partition; replies arriving meanwhile wait for the next
+// One verification is in flight per group; replies arriving meanwhile wait for the next
 // one, so every reply is covered by a verification that started after it was produced.
 type readGate struct {
-	part *partition
+	grp *group
 
 	mu       sync.Mutex
 	waiting  []func(error)
@@ -41,8 +41,8 @@ func (g *readGate) verify() {
 		}
 		g.mu.Unlock()
 		var err error
-		if verr := g.part.rt.repl.VerifyLeader(g.part.id).Error(); verr != nil {
-			err = NotApplied("partition %d: this node could not confirm it still leads: %v", g.part.id, verr)
+		if verr := g.grp.rt.repl.VerifyLeader(g.grp.id).Error(); verr != nil {
+			err = NotApplied("raft group %d: this node could not confirm it still leads: %v", g.grp.id, verr)
 		}
 		for _, done := range group {
 			done(err)

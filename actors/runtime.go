@@ -22,6 +22,9 @@ type Options struct {
 	Store      *persistence.Store // required
 	Replicator Replicator         // required
 	Partitions int                // required: P
+	// Groups is G, the Raft groups the partitions are spread over (persistence.Layout); 0:
+	// one per partition.
+	Groups int
 	// System is the protoactor system to spawn activations in; a new one if nil.
 	System     *actor.ActorSystem
 	Registerer prometheus.Registerer // metrics; a private registry if nil
@@ -52,7 +55,9 @@ type Runtime struct {
 	logger  *slog.Logger
 	metrics *metrics
 	kinds   map[string]*kindEntry
+	layout  persistence.Layout
 	parts   []*partition
+	groups  []*group
 	// dispatcher runs the activations' mailboxes on reused goroutines.
 	dispatcher *dispatcher
 	// live counts activations spawned and not yet stopped, so Close can wait for them.
@@ -73,6 +78,10 @@ type kindEntry struct {
 func New(opts Options, kinds ...Kind) (*Runtime, error) {
 	if opts.Store == nil || opts.Replicator == nil || opts.Partitions <= 0 {
 		return nil, fmt.Errorf("actors: Store, Replicator and Partitions are required")
+	}
+	layout := persistence.Layout{Partitions: opts.Partitions, Groups: opts.Groups}
+	if err := layout.Validate(); err != nil {
+		return nil, fmt.Errorf("actors: %w", err)
 	}
 	def := func(d *time.Duration, v time.Duration) {
 		if *d <= 0 {
@@ -113,7 +122,7 @@ func New(opts Options, kinds ...Kind) (*Runtime, error) {
 		return nil, fmt.Errorf("actors: register metrics: %w", err)
 	}
 	r := &Runtime{opts: opts, store: opts.Store, repl: opts.Replicator, system: opts.System,
-		logger: opts.Logger, metrics: m, kinds: map[string]*kindEntry{}, dispatcher: newDispatcher(256),
+		logger: opts.Logger, metrics: m, kinds: map[string]*kindEntry{}, layout: layout, dispatcher: newDispatcher(256),
 		effectSlots: make(chan struct{}, opts.MaxEffects)}
 	for _, k := range kinds {
 		if err := k.validate(); err != nil {
@@ -127,13 +136,22 @@ func New(opts Options, kinds ...Kind) (*Runtime, error) {
 	for p := range opts.Partitions {
 		r.parts = append(r.parts, newPartition(r, uint32(p)))
 	}
+	for g := range uint32(layout.Count()) {
+		gr := layout.Group(g)
+		r.groups = append(r.groups, newGroup(r, g, r.parts[gr.First:gr.End]))
+	}
 	return r, nil
 }
 
-// SetLeader tells the runtime that this node gained or lost the leadership of partition p.
-// On gaining it, the partition opens once a Barrier has applied every committed entry; on
-// losing it, its activations stop and their held replies fail with ErrUnavailable.
-func (r *Runtime) SetLeader(p uint32, leader bool) { r.parts[p].setLeader(leader) }
+// SetLeader tells the runtime that this node gained or lost the leadership of Raft group g,
+// and so of each of its partitions. On gaining it, each partition opens once a Barrier has
+// applied every committed entry; on losing it, their activations stop and their held replies
+// fail with ErrUnavailable.
+func (r *Runtime) SetLeader(g uint32, leader bool) {
+	for _, p := range r.groups[g].parts {
+		p.setLeader(leader)
+	}
+}
 
 // Ready reports whether partition p accepts messages on this node.
 func (r *Runtime) Ready(p uint32) bool {
@@ -204,8 +222,8 @@ func (r *Runtime) Close() {
 		r.effectWorkers.Wait()
 		// Nor does any batch get submitted: once the commands in flight end, nothing reaches
 		// the replicator (and the store under it, which the caller may close next).
-		for _, p := range r.parts {
-			p.proposer.waitIdle()
+		for _, g := range r.groups {
+			g.proposer.waitIdle()
 		}
 		close(stopped)
 	}()

@@ -318,14 +318,14 @@ func TestHandlerErrorRollsBack(t *testing.T) {
 func TestLeadershipLoss(t *testing.T) {
 	var g *actortest.Gated
 	e := actortest.New(t, actortest.Options{Runtime: actors.Options{RequestTimeout: 300 * time.Millisecond}, Wrap: func(m *actors.MemReplicator) actors.Replicator { g = actortest.NewGated(m); return g }}, testkinds.Counter())
-	p := actors.PartitionOf("counter", "l", actortest.Partitions)
+	grp := actortest.Layout.Of(actors.PartitionOf("counter", "l", actortest.Partitions))
 	errc := make(chan error, 1)
 	go func() {
 		_, err := e.Runtime.Call(context.Background(), "counter", "l", actors.Request{Method: "incr"})
 		errc <- err
 	}()
 	<-g.Proposed
-	e.Runtime.SetLeader(p, false)
+	e.Runtime.SetLeader(grp, false)
 	if err := <-errc; !errors.Is(err, actors.ErrUnavailable) || errors.Is(err, actors.ErrNotApplied) {
 		t.Fatalf("held reply after leadership loss: %v, want ErrUnavailable with an unknown outcome", err)
 	}
@@ -333,7 +333,7 @@ func TestLeadershipLoss(t *testing.T) {
 	if _, err := e.Runtime.Call(context.Background(), "counter", "l", actors.Request{Method: "get"}); !errors.Is(err, actors.ErrUnavailable) {
 		t.Fatalf("call while not leader: %v, want ErrUnavailable", err)
 	}
-	e.Runtime.SetLeader(p, true)
+	e.Runtime.SetLeader(grp, true)
 	actortest.WaitReady(t, e.Runtime, actortest.Partitions)
 	if v := string(e.MustCall("counter", "l", "get", nil)); v != "0" {
 		t.Fatalf("get = %s, want 0", v)
@@ -451,7 +451,7 @@ func TestDeactivate(t *testing.T) {
 	if n := d.count("led"); n != 0 {
 		t.Fatalf("deactivated %d times while active", n)
 	}
-	e2.Runtime.SetLeader(actors.PartitionOf("deact", "led", actortest.Partitions), false)
+	e2.Runtime.SetLeader(actortest.Layout.Of(actors.PartitionOf("deact", "led", actortest.Partitions)), false)
 	await.True(t, 5*time.Second, "deactivated after leadership loss", func() bool { return d.count("led") == 1 })
 	if n := d.count("idle"); n != 1 {
 		t.Fatalf("the passivated activation was deactivated %d times", n)

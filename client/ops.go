@@ -18,7 +18,10 @@ type Member struct {
 
 // Partition is one partition of GET /v1/cluster.
 type Partition struct {
-	ID        uint32   `json:"id"`
+	ID uint32 `json:"id"`
+	// Group is the Raft group whose log holds the partition; the fields below are the
+	// group's.
+	Group     uint32   `json:"group"`
 	Leader    string   `json:"leader"` // node id; "" while the partition has no leader
 	Replicas  []string `json:"replicas"`
 	Voters    []string `json:"voters"`

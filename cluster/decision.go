@@ -9,7 +9,7 @@ import (
 	"github.com/shardkeeper/shardkeeper/persistence"
 )
 
-// The reconciler's decisions, apart from their effects: given what a partition's leader
+// The reconciler's decisions, apart from their effects: given what a Raft group's leader
 // knows, which one configuration change (or leadership transfer) comes next. Pure functions,
 // so every rule has a table case in testdata/decide.
 
@@ -21,10 +21,10 @@ const (
 	RemoveServer
 	AddNonvoter
 	PromoteVoter
-	TransferLeadership // hand this node's leadership of the partition to Server
+	TransferLeadership // hand this node's leadership of the group to Server
 )
 
-// Action is one decided change of a partition's configuration or leadership.
+// Action is one decided change of a group's configuration or leadership.
 type Action struct {
 	Kind    ActionKind
 	Server  raft.ServerID
@@ -41,12 +41,12 @@ func (a Action) String() string {
 	return fmt.Sprintf("%s %s: %s", verb, a.Server, a.Reason)
 }
 
-// Situation is what a partition's leader knows when it decides.
+// Situation is what a group's leader knows when it decides.
 type Situation struct {
 	Self    raft.ServerID
-	Servers []raft.Server // the partition's latest configuration
+	Servers []raft.Server // the group's latest configuration
 	Members []Member      // every member gossip knows, with its state
-	// Desired is the partition's desired replica set (Desired over the live members).
+	// Desired is the group's desired replica set (Desired over the live members).
 	Desired   []NodeMeta
 	Replicas  int
 	DeadGrace time.Duration
@@ -62,7 +62,7 @@ type Situation struct {
 // caughtUpLag is how many entries a non-voter may trail the leader and still be promoted.
 const caughtUpLag = 64
 
-// Decide returns the next change that converges the partition toward its desired replicas
+// Decide returns the next change that converges the group toward its desired replicas
 // (Consul's autopilot is the model), in this order:
 //
 //  1. A server whose member has been failed or left for DeadGrace, is unknown to gossip for
@@ -188,28 +188,28 @@ func goneSince(id raft.ServerID, members map[string]Member, missing map[raft.Ser
 // BalanceSituation is what a node knows when it decides whether to hand a leadership away.
 type BalanceSituation struct {
 	Self string // server id
-	// Leading counts, per live member's server id, the partitions it leads (from gossip).
-	Leading    map[string]int
-	Partitions int
-	// Led are the partitions this node leads, with their configurations.
-	Led []PartitionInfo
+	// Leading counts, per live member's server id, the Raft groups it leads (from gossip).
+	Leading map[string]int
+	Groups  int
+	// Led are the groups this node leads, with their configurations.
+	Led []GroupInfo
 	// Addresses maps live members' server ids to their Raft addresses.
 	Addresses map[string]raft.ServerAddress
 	// Unfit holds the server ids of members that must not lead (their disk is low).
 	Unfit map[string]bool
 }
 
-// DecideBalance picks one partition led here to hand to a voter that leads fewer than its
-// share, when this node leads more than its share (⌈P / live members⌉). ok is false when no
+// DecideBalance picks one group led here to hand to a voter that leads fewer than its
+// share, when this node leads more than its share (⌈G / live members⌉). ok is false when no
 // transfer is due.
 //
-// A node unfit to lead (Unfit: its disk is low) hands any partition it leads to a fit voter,
+// A node unfit to lead (Unfit: its disk is low) hands any group it leads to a fit voter,
 // whatever the shares; no leadership is handed to an unfit node.
-func DecideBalance(s BalanceSituation) (p uint32, a Action, ok bool) {
+func DecideBalance(s BalanceSituation) (g uint32, a Action, ok bool) {
 	if len(s.Leading) < 2 {
 		return 0, Action{}, false
 	}
-	share := (s.Partitions + len(s.Leading) - 1) / len(s.Leading)
+	share := (s.Groups + len(s.Leading) - 1) / len(s.Leading)
 	selfUnfit := s.Unfit[s.Self]
 	if len(s.Led) <= share && !selfUnfit {
 		return 0, Action{}, false

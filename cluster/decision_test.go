@@ -21,9 +21,9 @@ import (
 //	match: b@1=990 …                          the leader's view of each follower's log
 //	missing: x@1=10 …                         servers unknown to gossip, first missed at
 //
-//	balance partitions=16 self=a@1
-//	leading: a@1=7 b@1=5 c@1=4                live members and how many partitions each leads
-//	led: 0=a@1,b@1,c@1 3=a@1,b@1 …            partitions led here and their voters
+//	balance groups=16 self=a@1
+//	leading: a@1=7 b@1=5 c@1=4                live members and how many groups each leads
+//	led: 0=a@1,b@1,c@1 3=a@1,b@1 …            groups led here and their voters
 //	unfit: b@1=disk-low …                     members that must not lead
 func TestDecide(t *testing.T) {
 	datadriven.RunTest(t, "testdata/decide", func(t *testing.T, td *datadriven.TestData) string {
@@ -84,7 +84,7 @@ func TestDecide(t *testing.T) {
 func TestDecideBalance(t *testing.T) {
 	datadriven.RunTest(t, "testdata/balance", func(t *testing.T, td *datadriven.TestData) string {
 		var s BalanceSituation
-		td.ScanArgs(t, "partitions", &s.Partitions)
+		td.ScanArgs(t, "groups", &s.Groups)
 		td.ScanArgs(t, "self", &s.Self)
 		lines := parseLines(t, td.Input)
 		s.Leading, s.Addresses = map[string]int{}, map[string]raft.ServerAddress{}
@@ -99,7 +99,7 @@ func TestDecideBalance(t *testing.T) {
 		}
 		for _, kv := range lines["led"] {
 			p, _ := strconv.Atoi(kv[0])
-			in := PartitionInfo{ID: uint32(p), Leader: s.Self}
+			in := GroupInfo{ID: uint32(p), Leader: s.Self}
 			for _, v := range strings.Split(kv[1], ",") {
 				in.Servers = append(in.Servers, raft.Server{ID: raft.ServerID(v), Suffrage: raft.Voter})
 			}
@@ -109,7 +109,7 @@ func TestDecideBalance(t *testing.T) {
 		if !ok {
 			return "none\n"
 		}
-		return fmt.Sprintf("partition %d: %s (to %s)\n", p, a, a.Address)
+		return fmt.Sprintf("group %d: %s (to %s)\n", p, a, a.Address)
 	})
 }
 

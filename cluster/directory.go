@@ -14,15 +14,16 @@ import (
 )
 
 // The directory: every node knows every partition's leader and replicas, also the partitions
-// it does not replicate (a cluster larger than R). Each partition's leader gossips a record of
-// it — its term, leader, voters, non-voters and replication lag — when anything in it changes
-// and every RefreshInterval; records travel in memberlist broadcasts and in its full-state
+// it does not replicate (a cluster larger than R). They are its Raft group's (a partition's
+// log is its group's, persistence.Layout). Each group's leader gossips a record of it — its
+// term, leader, voters, non-voters and replication lag — when anything in it changes and
+// every RefreshInterval; records travel in memberlist broadcasts and in its full-state
 // exchange (which a joining node runs at once). A replica's own Raft instance is the first
 // source; the gossiped record serves the others, and only while its leader is a live member.
 
-// record is what a partition's leader gossips about it.
+// record is what a group's leader gossips about it.
 type record struct {
-	P         uint32            `json:"p"`
+	G         uint32            `json:"p"` // the group (named p when each group was one partition)
 	Term      uint64            `json:"t"`
 	Leader    string            `json:"l"` // server id
 	Voters    []string          `json:"v"`
@@ -40,11 +41,12 @@ func (r record) newer(old record) bool {
 // localRaft is what the directory needs of this node's Raft host.
 type localRaft interface {
 	ServerID() string
-	Partitions() int
-	Info(p uint32) PartitionInfo
-	Leader(p uint32) string
-	IsLeader(p uint32) bool
-	WatchLeaders(fn func(p uint32, leader string))
+	Layout() persistence.Layout
+	Groups() int
+	Info(g uint32) GroupInfo
+	Leader(g uint32) string
+	IsLeader(g uint32) bool
+	WatchLeaders(fn func(g uint32, leader string))
 }
 
 // gossip is what the directory needs of membership.
@@ -64,14 +66,15 @@ type DirectoryConfig struct {
 	Logger          *slog.Logger
 }
 
-// Directory is this node's view of every partition. Safe for concurrent use.
+// Directory is this node's view of every partition and Raft group. Safe for concurrent use.
 type Directory struct {
-	cfg  DirectoryConfig
-	stop chan struct{}
-	done chan struct{}
+	cfg    DirectoryConfig
+	layout persistence.Layout
+	stop   chan struct{}
+	done   chan struct{}
 
 	mu      sync.Mutex
-	records map[uint32]record // the newest record heard of each partition
+	records map[uint32]record // the newest record heard of each group
 	sent    map[uint32]sentRecord
 }
 
@@ -85,11 +88,11 @@ func NewDirectory(cfg DirectoryConfig) *Directory {
 	if cfg.RefreshInterval <= 0 {
 		cfg.RefreshInterval = 5 * time.Second
 	}
-	return &Directory{cfg: cfg, stop: make(chan struct{}), done: make(chan struct{}),
+	return &Directory{cfg: cfg, layout: cfg.Host.Layout(), stop: make(chan struct{}), done: make(chan struct{}),
 		records: map[uint32]record{}, sent: map[uint32]sentRecord{}}
 }
 
-// Start gossips the records of the partitions led here until Stop.
+// Start gossips the records of the groups led here until Stop.
 func (d *Directory) Start() {
 	go func() {
 		defer close(d.done)
@@ -112,29 +115,29 @@ func (d *Directory) Stop() {
 	<-d.done
 }
 
-// publish broadcasts the record of each partition led here that changed, or was last sent
+// publish broadcasts the record of each group led here that changed, or was last sent
 // RefreshInterval ago.
 func (d *Directory) publish(now time.Time) {
-	for p := range uint32(d.cfg.Host.Partitions()) {
-		if !d.cfg.Host.IsLeader(p) {
+	for g := range uint32(d.cfg.Host.Groups()) {
+		if !d.cfg.Host.IsLeader(g) {
 			continue
 		}
-		in := d.cfg.Host.Info(p)
+		in := d.cfg.Host.Info(g)
 		if in.Leader != d.cfg.Host.ServerID() {
 			continue
 		}
 		rec := recordOf(in)
 		d.mu.Lock()
-		last, ok := d.sent[p]
+		last, ok := d.sent[g]
 		due := !ok || now.Sub(last.at) >= d.cfg.RefreshInterval || !sameShape(last.rec, rec)
 		if due {
-			d.sent[p] = sentRecord{rec: rec, at: now}
+			d.sent[g] = sentRecord{rec: rec, at: now}
 		}
 		d.mu.Unlock()
 		d.merge(rec)
 		if due {
 			b, _ := json.Marshal(rec)
-			d.cfg.Members.Broadcast("partition/"+strconv.FormatUint(uint64(p), 10), b)
+			d.cfg.Members.Broadcast("group/"+strconv.FormatUint(uint64(g), 10), b)
 		}
 	}
 }
@@ -146,8 +149,8 @@ func sameShape(a, b record) bool {
 		reflect.DeepEqual(a.NonVoters, b.NonVoters)
 }
 
-func recordOf(in PartitionInfo) record {
-	rec := record{P: in.ID, Term: in.Term, Leader: in.Leader, Applied: in.Applied, LastIndex: in.LastIndex}
+func recordOf(in GroupInfo) record {
+	rec := record{G: in.ID, Term: in.Term, Leader: in.Leader, Applied: in.Applied, LastIndex: in.LastIndex}
 	for _, s := range in.Servers {
 		if s.Suffrage == raft.Voter {
 			rec.Voters = append(rec.Voters, string(s.ID))
@@ -168,13 +171,13 @@ func recordOf(in PartitionInfo) record {
 }
 
 func (d *Directory) merge(rec record) {
-	if int(rec.P) >= d.cfg.Host.Partitions() {
+	if int(rec.G) >= d.cfg.Host.Groups() {
 		return
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if old, ok := d.records[rec.P]; !ok || rec.newer(old) {
-		d.records[rec.P] = rec
+	if old, ok := d.records[rec.G]; !ok || rec.newer(old) {
+		d.records[rec.G] = rec
 	}
 }
 
@@ -213,32 +216,41 @@ func (d *Directory) MergeState(buf []byte) {
 }
 
 // Partitions is P.
-func (d *Directory) Partitions() int { return d.cfg.Host.Partitions() }
+func (d *Directory) Partitions() int { return d.layout.Partitions }
 
-// IsLeader reports whether this node leads partition p.
-func (d *Directory) IsLeader(p uint32) bool { return d.cfg.Host.IsLeader(p) }
+// IsLeader reports whether this node leads partition p (its group).
+func (d *Directory) IsLeader(p uint32) bool { return d.cfg.Host.IsLeader(d.layout.Of(p)) }
 
-// WatchLeaders passes on this node's Raft observations of leader changes (see Host).
-func (d *Directory) WatchLeaders(fn func(p uint32, leader string)) { d.cfg.Host.WatchLeaders(fn) }
+// WatchLeaders passes on this node's Raft observations of leader changes (see Host), for
+// each partition of the group that changed.
+func (d *Directory) WatchLeaders(fn func(p uint32, leader string)) {
+	d.cfg.Host.WatchLeaders(func(g uint32, leader string) {
+		gr := d.layout.Group(g)
+		for p := gr.First; p < gr.End; p++ {
+			fn(p, leader)
+		}
+	})
+}
 
 // Leader returns the server id of partition p's leader as this node knows it: from its own
-// Raft instance if that knows one, else from the gossiped record while its leader is a live
-// member; "" if neither.
+// Raft instance of p's group if that knows one, else from the gossiped record while its
+// leader is a live member; "" if neither.
 func (d *Directory) Leader(p uint32) string {
-	if l := d.cfg.Host.Leader(p); l != "" {
+	g := d.layout.Of(p)
+	if l := d.cfg.Host.Leader(g); l != "" {
 		return l
 	}
-	rec, ok := d.record(p)
+	rec, ok := d.record(g)
 	if !ok || !liveServer(d.cfg.Members.Members(), rec.Leader) {
 		return ""
 	}
 	return rec.Leader
 }
 
-func (d *Directory) record(p uint32) (record, bool) {
+func (d *Directory) record(g uint32) (record, bool) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	r, ok := d.records[p]
+	r, ok := d.records[g]
 	return r, ok
 }
 
@@ -251,14 +263,18 @@ func liveServer(members []Member, serverID string) bool {
 	return false
 }
 
-// PartitionStatus is one partition in /v1/cluster. Node ids throughout.
+// PartitionStatus is one partition in /v1/cluster: its Raft group's status. Node ids
+// throughout.
 type PartitionStatus struct {
-	ID        uint32   `json:"id"`
+	ID uint32 `json:"id"`
+	// Group is the Raft group whose log holds the partition (persistence.Layout).
+	Group     uint32   `json:"group"`
 	Leader    string   `json:"leader"` // "" while it has none
 	Replicas  []string `json:"replicas"`
 	Voters    []string `json:"voters"`
 	NonVoters []string `json:"non_voters"`
-	// AppliedIndex is this node's, when it replicates the partition; the leader's otherwise.
+	// AppliedIndex is the group's: this node's, when it replicates the group; the leader's
+	// otherwise.
 	AppliedIndex uint64 `json:"applied_index"`
 	// Lag is how many entries each replica's log trails the leader's, as the leader saw it.
 	Lag map[string]uint64 `json:"lag,omitempty"`
@@ -266,8 +282,20 @@ type PartitionStatus struct {
 	UnderReplicated bool `json:"under_replicated"`
 }
 
-// Status describes every partition as this node knows it.
+// Status describes every partition as this node knows it (each as its group).
 func (d *Directory) Status() []PartitionStatus {
+	groups := d.groupStatus()
+	out := make([]PartitionStatus, d.layout.Partitions)
+	for i := range out {
+		st := groups[d.layout.Of(uint32(i))]
+		st.ID = uint32(i)
+		out[i] = st
+	}
+	return out
+}
+
+// groupStatus describes every group as this node knows it, ID set to the group.
+func (d *Directory) groupStatus() []PartitionStatus {
 	members := d.cfg.Members.Members()
 	size := 0 // the cluster's size: members that did not leave (a failed one is still missed)
 	for _, m := range members {
@@ -275,12 +303,12 @@ func (d *Directory) Status() []PartitionStatus {
 			size++
 		}
 	}
-	out := make([]PartitionStatus, d.cfg.Host.Partitions())
+	out := make([]PartitionStatus, d.cfg.Host.Groups())
 	for i := range out {
-		p := uint32(i)
-		in := d.cfg.Host.Info(p)
-		rec, haveRec := d.record(p)
-		st := PartitionStatus{ID: p, Replicas: []string{}, Voters: []string{}, NonVoters: []string{}}
+		g := uint32(i)
+		in := d.cfg.Host.Info(g)
+		rec, haveRec := d.record(g)
+		st := PartitionStatus{ID: g, Group: g, Replicas: []string{}, Voters: []string{}, NonVoters: []string{}}
 		var voters, nonVoters []string
 		switch {
 		case in.Replica && in.Leader != "":

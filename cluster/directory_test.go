@@ -7,6 +7,8 @@ import (
 	"reflect"
 	"testing"
 	"time"
+
+	"github.com/shardkeeper/shardkeeper/persistence"
 )
 
 func newTestDirectory(h *fakeRaft, m *fakeMembers) *Directory {
@@ -18,13 +20,13 @@ func newTestDirectory(h *fakeRaft, m *fakeMembers) *Directory {
 // gossip, and forgets the leader when that member is gone.
 func TestDirectoryServesPartitionsNotReplicatedHere(t *testing.T) {
 	// d replicates nothing; partition 0 is led by a on a, b, c.
-	h := &fakeRaft{self: "d@1", parts: []PartitionInfo{{ID: 0}}}
+	h := &fakeRaft{self: "d@1", parts: []GroupInfo{{ID: 0}}}
 	m := &fakeMembers{members: alive("a@1", "b@1", "c@1", "d@1")}
 	d := newTestDirectory(h, m)
 	if l := d.Leader(0); l != "" {
 		t.Fatalf("leader before any gossip = %q", l)
 	}
-	rec := record{P: 0, Term: 3, Leader: "a@1", Voters: []string{"a@1", "b@1", "c@1"}, Applied: 40, LastIndex: 41,
+	rec := record{G: 0, Term: 3, Leader: "a@1", Voters: []string{"a@1", "b@1", "c@1"}, Applied: 40, LastIndex: 41,
 		Lag: map[string]uint64{"a@1": 0, "b@1": 0, "c@1": 7}}
 	b, _ := json.Marshal(rec)
 	d.Receive(b)
@@ -69,13 +71,55 @@ func TestDirectoryServesPartitionsNotReplicatedHere(t *testing.T) {
 	}
 }
 
+// With several partitions per Raft group, each partition is its group: its leader, replicas
+// and applied index, by its own id with its group named; leadership changes reach the
+// router once per partition of the group.
+func TestDirectoryPartitionsOfGroups(t *testing.T) {
+	h := &fakeRaft{self: "b@1", layout: persistence.Layout{Partitions: 5, Groups: 2}, parts: []GroupInfo{
+		{ID: 0, Replica: true, Leader: "a@1", Term: 3, Applied: 8, Servers: voters("a@1", "b@1")},
+		{ID: 1, Replica: true, Leader: "b@1", Term: 4, Applied: 9, Servers: voters("a@1", "b@1")},
+	}}
+	m := &fakeMembers{members: alive("a@1", "b@1")}
+	d := newTestDirectory(h, m)
+	if d.Partitions() != 5 {
+		t.Fatalf("Partitions = %d, want 5", d.Partitions())
+	}
+	// Group 0 holds partitions 0 and 1 (⌊1·5/2⌋ = 2), group 1 holds 2, 3 and 4.
+	wantGroup := []uint32{0, 0, 1, 1, 1}
+	st := d.Status()
+	if len(st) != 5 {
+		t.Fatalf("%d partitions in the status, want 5", len(st))
+	}
+	for p, s := range st {
+		g := wantGroup[p]
+		leader, applied := map[uint32]string{0: "a", 1: "b"}[g], map[uint32]uint64{0: 8, 1: 9}[g]
+		if s.ID != uint32(p) || s.Group != g || s.Leader != leader || s.AppliedIndex != applied || len(s.Voters) != 2 {
+			t.Errorf("partition %d: %+v, want group %d led by %s at %d", p, s, g, leader, applied)
+		}
+		if d.Leader(uint32(p)) != leader+"@1" || d.IsLeader(uint32(p)) != (g == 1) {
+			t.Errorf("partition %d: Leader %q IsLeader %v", p, d.Leader(uint32(p)), d.IsLeader(uint32(p)))
+		}
+	}
+	var seen []uint32
+	d.WatchLeaders(func(p uint32, leader string) {
+		if leader != "a@1" {
+			t.Errorf("partition %d: leader %q passed on, want a@1", p, leader)
+		}
+		seen = append(seen, p)
+	})
+	h.watch(1, "a@1")
+	if !reflect.DeepEqual(seen, []uint32{2, 3, 4}) {
+		t.Errorf("a change of group 1's leader reached partitions %v, want 2 3 4", seen)
+	}
+}
+
 // A replica's own Raft instance comes first.
 func TestDirectoryPrefersLocalRaft(t *testing.T) {
-	h := &fakeRaft{self: "b@1", parts: []PartitionInfo{{ID: 0, Replica: true, Leader: "a@1", Term: 7, Applied: 9,
+	h := &fakeRaft{self: "b@1", parts: []GroupInfo{{ID: 0, Replica: true, Leader: "a@1", Term: 7, Applied: 9,
 		Servers: voters("a@1", "b@1", "c@1")}}}
 	m := &fakeMembers{members: alive("a@1", "b@1", "c@1")}
 	d := newTestDirectory(h, m)
-	d.Receive(mustJSON(record{P: 0, Term: 6, Leader: "c@1", Voters: []string{"c@1"}}))
+	d.Receive(mustJSON(record{G: 0, Term: 6, Leader: "c@1", Voters: []string{"c@1"}}))
 	if l := d.Leader(0); l != "a@1" {
 		t.Fatalf("leader = %q, want a@1 (local raft)", l)
 	}
@@ -86,7 +130,7 @@ func TestDirectoryPrefersLocalRaft(t *testing.T) {
 
 // A leader gossips its record when it changes, and unchanged only every RefreshInterval.
 func TestDirectoryPublishes(t *testing.T) {
-	h := &fakeRaft{self: "a@1", parts: []PartitionInfo{
+	h := &fakeRaft{self: "a@1", parts: []GroupInfo{
 		{ID: 0, Replica: true, Leader: "a@1", Term: 2, LastIndex: 10, Servers: voters("a@1", "b@1")},
 		{ID: 1, Replica: true, Leader: "b@1", Term: 2, Servers: voters("a@1", "b@1")},
 	}}
@@ -95,19 +139,19 @@ func TestDirectoryPublishes(t *testing.T) {
 	t0 := time.Unix(1000, 0)
 	d.publish(t0)
 	got := m.takeBroadcasts()
-	if len(got) != 1 || got["partition/0"] == nil {
-		t.Fatalf("broadcasts = %v, want only partition/0", keys(got))
+	if len(got) != 1 || got["group/0"] == nil {
+		t.Fatalf("broadcasts = %v, want only group/0", keys(got))
 	}
 	var rec record
-	if err := json.Unmarshal(got["partition/0"], &rec); err != nil || rec.Leader != "a@1" || rec.Term != 2 {
-		t.Fatalf("record %s: %v", got["partition/0"], err)
+	if err := json.Unmarshal(got["group/0"], &rec); err != nil || rec.Leader != "a@1" || rec.Term != 2 {
+		t.Fatalf("record %s: %v", got["group/0"], err)
 	}
-	h.set(0, func(in *PartitionInfo) { in.LastIndex = 11 }) // a write: not worth a broadcast
+	h.set(0, func(in *GroupInfo) { in.LastIndex = 11 }) // a write: not worth a broadcast
 	d.publish(t0.Add(time.Second))
 	if got := m.takeBroadcasts(); len(got) != 0 {
 		t.Fatalf("unchanged record re-sent early: %v", keys(got))
 	}
-	h.set(0, func(in *PartitionInfo) { in.Servers = voters("a@1", "b@1", "c@1") })
+	h.set(0, func(in *GroupInfo) { in.Servers = voters("a@1", "b@1", "c@1") })
 	d.publish(t0.Add(2 * time.Second))
 	if got := m.takeBroadcasts(); len(got) != 1 {
 		t.Fatalf("changed replicas not sent: %v", keys(got))

@@ -5,19 +5,29 @@ import (
 	"sync"
 
 	"github.com/hashicorp/raft"
+	"github.com/shardkeeper/shardkeeper/persistence"
 )
 
-// fakeRaft is an in-memory raftGroups/localRaft: partitions as given, changes recorded.
+// fakeRaft is an in-memory raftGroups/localRaft: groups as given (one partition each unless
+// layout says otherwise), changes recorded.
 type fakeRaft struct {
 	mu      sync.Mutex
 	self    string
-	parts   []PartitionInfo
+	parts   []GroupInfo
+	layout  persistence.Layout
 	changes []string
+	watch   func(g uint32, leader string)
 }
 
 func (f *fakeRaft) ServerID() string { return f.self }
-func (f *fakeRaft) Partitions() int  { return len(f.parts) }
-func (f *fakeRaft) Info(p uint32) PartitionInfo {
+func (f *fakeRaft) Groups() int      { return len(f.parts) }
+func (f *fakeRaft) Layout() persistence.Layout {
+	if f.layout.Partitions == 0 {
+		return persistence.Layout{Partitions: len(f.parts)}
+	}
+	return f.layout
+}
+func (f *fakeRaft) Info(p uint32) GroupInfo {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.parts[p]
@@ -33,9 +43,9 @@ func (f *fakeRaft) Leading() int {
 	}
 	return n
 }
-func (f *fakeRaft) HasState() bool                             { return true }
-func (f *fakeRaft) WatchLeaders(func(p uint32, leader string)) {}
-func (f *fakeRaft) set(p uint32, fn func(*PartitionInfo)) {
+func (f *fakeRaft) HasState() bool                                { return true }
+func (f *fakeRaft) WatchLeaders(fn func(g uint32, leader string)) { f.watch = fn }
+func (f *fakeRaft) set(p uint32, fn func(*GroupInfo)) {
 	f.mu.Lock()
 	fn(&f.parts[p])
 	f.mu.Unlock()

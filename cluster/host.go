@@ -1,5 +1,5 @@
-// Package cluster holds consensus and placement: the multi-Raft host that runs one
-// hashicorp/raft group per partition over a shared transport, and (as the cluster grows)
+// Package cluster holds consensus and placement: the multi-Raft host that runs the
+// hashicorp/raft groups of the partitions (persistence.Layout) over a shared transport,
 // membership, placement and routing.
 package cluster
 
@@ -26,28 +26,31 @@ type HostConfig struct {
 	// Peers, when set, puts Raft traffic in mutual TLS (see Mux).
 	Peers *pki.Peers
 	// Disk, when set, refuses proposals while the disk is low, and log appends of
-	// partitions this node follows (persistence.DiskGuard).
+	// groups this node follows (persistence.DiskGuard).
 	Disk     Disk
 	RaftAddr string // listen address of the shared Raft transport
 	// Advertise maps the Raft listener's bound address to the one other nodes dial
 	// (config.Config.Advertised); nil: the bound address itself.
-	Advertise  func(bound string) string
-	Partitions int
-	// SnapshotDir holds each partition's Raft snapshots (one subdirectory per partition).
+	Advertise func(bound string) string
+	// Layout spreads the partitions over Raft groups; it is recorded in the Store on first
+	// use and must match afterwards.
+	Layout persistence.Layout
+	// SnapshotDir holds each group's Raft snapshots (one subdirectory per group, named for
+	// its first partition).
 	SnapshotDir string
 	Store       *persistence.Store
 
 	HeartbeatTimeout time.Duration
 	ElectionTimeout  time.Duration
 	// CommitTimeout is how long replication to a follower may idle before the leader sends
-	// it the commit index anyway; 0: hashicorp/raft's default (50ms). Every partition does
+	// it the commit index anyway; 0: hashicorp/raft's default (50ms). Every group does
 	// this for every follower, so it is most of what an idle cluster spends CPU on.
 	CommitTimeout     time.Duration
 	SnapshotThreshold uint64
 	SnapshotInterval  time.Duration // 0: hashicorp/raft's default (2 min)
 	TrailingLogs      uint64        // log entries kept after a snapshot; 0: hashicorp/raft's default (10240)
 
-	// BootstrapSelf makes this node the only voter of every partition that has no Raft state
+	// BootstrapSelf makes this node the only voter of every group that has no Raft state
 	// yet (the one-node cluster). A node that already has state ignores it. Clusters
 	// bootstrap later, through Host.Bootstrap, once enough members are known.
 	BootstrapSelf bool
@@ -57,8 +60,9 @@ type HostConfig struct {
 	Logger *slog.Logger
 }
 
-// Host runs this node's Raft groups, one per partition, all sharing one Store and one
-// listener. Propose, Barrier, LastTime and Status are safe for concurrent use.
+// Host runs this node's Raft groups, each the log of some partitions (persistence.Layout),
+// all sharing one Store and one listener. Groups are numbered 0..G-1; every method takes a
+// group. Propose, Barrier, LastTime and Info are safe for concurrent use.
 type Host struct {
 	cfg    HostConfig
 	mux    *Mux
@@ -68,15 +72,15 @@ type Host struct {
 	wg     sync.WaitGroup
 
 	started      sync.Once
-	onLeadership func(p uint32, leader bool)
+	onLeadership func(g uint32, leader bool)
 
 	watchMu  sync.Mutex
-	watchers []func(p uint32, leader string)
+	watchers []func(g uint32, leader string)
 }
 
-// group is one partition's Raft instance on this node.
+// group is one Raft group's instance on this node.
 type group struct {
-	p       uint32
+	persistence.Group
 	raft    *raft.Raft
 	fsm     *persistence.FSM
 	trans   *progressTransport
@@ -86,10 +90,10 @@ type group struct {
 	progress progress
 }
 
-// NewHost opens every partition's Raft group. It refuses to start when the Store was
-// bootstrapped with a different partition count.
+// NewHost opens every Raft group. It refuses to start when the Store was bootstrapped with
+// another layout.
 func NewHost(cfg HostConfig) (*Host, error) {
-	if err := cfg.Store.EnsurePartitions(cfg.Partitions); err != nil {
+	if err := cfg.Store.EnsureLayout(cfg.Layout); err != nil {
 		return nil, err
 	}
 	mux, err := ListenMux(cfg.RaftAddr, cfg.ServerID, cfg.Peers, cfg.Logger)
@@ -102,8 +106,8 @@ func NewHost(cfg HostConfig) (*Host, error) {
 	}
 	h := &Host{cfg: cfg, mux: mux, addr: advertise, stop: make(chan struct{})}
 	hlog := newHclog(cfg.Logger, "raft")
-	for p := range uint32(cfg.Partitions) {
-		g, err := h.openGroup(p, advertise, hlog.With("partition", p))
+	for id := range uint32(cfg.Layout.Count()) {
+		g, err := h.openGroup(cfg.Layout.Group(id), advertise, hlog.With("group", id))
 		if err != nil {
 			h.Close()
 			return nil, err
@@ -113,11 +117,11 @@ func NewHost(cfg HostConfig) (*Host, error) {
 	return h, nil
 }
 
-// Start begins reporting leadership: onLeadership is called, in order per partition and from
-// one goroutine per partition, each time this node gains or loses a partition's leadership
+// Start begins reporting leadership: onLeadership is called, in order per group and from
+// one goroutine per group, each time this node gains or loses a group's leadership
 // (changes before Start are buffered). It lets the runtime that proposes through the Host be
 // built after it.
-func (h *Host) Start(onLeadership func(p uint32, leader bool)) {
+func (h *Host) Start(onLeadership func(g uint32, leader bool)) {
 	h.started.Do(func() {
 		h.onLeadership = onLeadership
 		for _, g := range h.groups {
@@ -127,7 +131,7 @@ func (h *Host) Start(onLeadership func(p uint32, leader bool)) {
 	})
 }
 
-// raftConfig is the configuration of each partition's Raft: cfg's timeouts and snapshot
+// raftConfig is the configuration of each group's Raft: cfg's timeouts and snapshot
 // settings (a zero one keeps hashicorp/raft's default), and what this design needs of raft.
 func raftConfig(cfg HostConfig, logger hclog.Logger) *raft.Config {
 	rc := raft.DefaultConfig()
@@ -152,17 +156,17 @@ func raftConfig(cfg HostConfig, logger hclog.Logger) *raft.Config {
 	return rc
 }
 
-func (h *Host) openGroup(p uint32, advertise string, hlog hclog.Logger) (*group, error) {
-	fsm, err := h.cfg.Store.FSM(p)
+func (h *Host) openGroup(pg persistence.Group, advertise string, hlog hclog.Logger) (*group, error) {
+	fsm, err := h.cfg.Store.FSM(pg)
 	if err != nil {
 		return nil, err
 	}
-	logs, stable := h.cfg.Store.LogStore(p), h.cfg.Store.StableStore(p)
-	snaps, err := raft.NewFileSnapshotStoreWithLogger(filepath.Join(h.cfg.SnapshotDir, fmt.Sprintf("p%04d", p)), 2, hlog)
+	logs, stable := h.cfg.Store.LogStore(pg.First), h.cfg.Store.StableStore(pg.First)
+	snaps, err := raft.NewFileSnapshotStoreWithLogger(filepath.Join(h.cfg.SnapshotDir, fmt.Sprintf("p%04d", pg.First)), 2, hlog)
 	if err != nil {
-		return nil, fmt.Errorf("partition %d snapshot store: %w", p, err)
+		return nil, fmt.Errorf("group %d snapshot store: %w", pg.ID, err)
 	}
-	g := &group{p: p, fsm: fsm, notify: make(chan bool, 16)}
+	g := &group{Group: pg, fsm: fsm, notify: make(chan bool, 16)}
 	var logStore raft.LogStore = logs
 	var guarded *guardedLogs
 	if h.cfg.Disk != nil {
@@ -170,7 +174,7 @@ func (h *Host) openGroup(p uint32, advertise string, hlog hclog.Logger) (*group,
 		logStore = guarded
 	}
 	trans := &progressTransport{NetworkTransport: raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
-		Stream: h.mux.Layer(p, advertise), MaxPool: 3, Timeout: 10 * time.Second, Logger: hlog,
+		Stream: h.mux.Layer(pg.ID, advertise), MaxPool: 3, Timeout: 10 * time.Second, Logger: hlog,
 	}), progress: &g.progress}
 	g.trans = trans
 	rc := raftConfig(h.cfg, hlog)
@@ -179,18 +183,18 @@ func (h *Host) openGroup(p uint32, advertise string, hlog hclog.Logger) (*group,
 	has, err := raft.HasExistingState(logs, stable, snaps)
 	if err != nil {
 		trans.Close()
-		return nil, fmt.Errorf("partition %d: %w", p, err)
+		return nil, fmt.Errorf("group %d: %w", pg.ID, err)
 	}
 	if !has && h.cfg.BootstrapSelf {
 		self := raft.Server{ID: rc.LocalID, Address: RaftAddress(advertise, h.cfg.ServerID)}
 		if err := raft.BootstrapCluster(rc, logs, stable, snaps, trans, raft.Configuration{Servers: []raft.Server{self}}); err != nil {
 			trans.Close()
-			return nil, fmt.Errorf("bootstrap partition %d: %w", p, err)
+			return nil, fmt.Errorf("bootstrap group %d: %w", pg.ID, err)
 		}
 	}
 	if g.raft, err = raft.NewRaft(rc, fsm, logStore, stable, snaps, trans); err != nil {
 		trans.Close()
-		return nil, fmt.Errorf("start raft of partition %d: %w", p, err)
+		return nil, fmt.Errorf("start raft of group %d: %w", pg.ID, err)
 	}
 	if guarded != nil {
 		guarded.r.Store(g.raft)
@@ -214,7 +218,7 @@ func (h *Host) watchLeadership(g *group) {
 				g.progress.reset()
 			}
 			if h.onLeadership != nil {
-				h.onLeadership(g.p, leader)
+				h.onLeadership(g.ID, leader)
 			}
 		case o := <-g.leaders:
 			leader := string(o.Data.(raft.LeaderObservation).LeaderID)
@@ -222,7 +226,7 @@ func (h *Host) watchLeadership(g *group) {
 			watchers := h.watchers
 			h.watchMu.Unlock()
 			for _, fn := range watchers {
-				fn(g.p, leader)
+				fn(g.ID, leader)
 			}
 		case <-h.stop:
 			return
@@ -231,16 +235,19 @@ func (h *Host) watchLeadership(g *group) {
 }
 
 // WatchLeaders registers fn, called with each change of leader this node's Raft instance of
-// a partition observes ("" while it knows none), from one goroutine per partition, in order.
+// a group observes ("" while it knows none), from one goroutine per group, in order.
 // fn must not block.
-func (h *Host) WatchLeaders(fn func(p uint32, leader string)) {
+func (h *Host) WatchLeaders(fn func(g uint32, leader string)) {
 	h.watchMu.Lock()
 	defer h.watchMu.Unlock()
 	h.watchers = append(h.watchers[:len(h.watchers):len(h.watchers)], fn)
 }
 
-// Partitions is P.
-func (h *Host) Partitions() int { return len(h.groups) }
+// Groups is G.
+func (h *Host) Groups() int { return len(h.groups) }
+
+// Layout is the map of partitions to groups.
+func (h *Host) Layout() persistence.Layout { return h.cfg.Layout }
 
 // applyFuture turns an FSM error response into the future's error.
 type applyFuture struct{ f raft.ApplyFuture }
@@ -272,15 +279,15 @@ type Disk interface {
 	Err() error
 }
 
-// Propose appends an encoded command to partition p's log (see actors.Replicator). While the
+// Propose appends an encoded command to group g's log (see actors.Replicator). While the
 // disk is low it is refused before Raft sees it (actors.ErrNotApplied).
-func (h *Host) Propose(p uint32, cmd []byte) interface{ Error() error } {
+func (h *Host) Propose(g uint32, cmd []byte) interface{ Error() error } {
 	if h.cfg.Disk != nil {
 		if err := h.cfg.Disk.Err(); err != nil {
 			return refused{fmt.Errorf("%w: %w", actors.ErrNotApplied, err)}
 		}
 	}
-	return applyFuture{h.groups[p].raft.Apply(cmd, 0)}
+	return applyFuture{h.groups[g].raft.Apply(cmd, 0)}
 }
 
 // refused is the future of a proposal refused before Raft.
@@ -288,15 +295,15 @@ type refused struct{ err error }
 
 func (r refused) Error() error { return r.err }
 
-// guardedLogs is a partition's log store that refuses to grow while the disk is low and this
-// node follows the partition: its leader is elsewhere, and a quorum of the other replicas
+// guardedLogs is a group's log store that refuses to grow while the disk is low and this
+// node follows the group: its leader is elsewhere, and a quorum of the other replicas
 // goes on without it. As leader it still stores what it proposed before the disk got low
 // (and Raft's own entries): a failed append would make it step down, and leadership go round
 // in circles on a node alone.
 type guardedLogs struct {
 	raft.LogStore
 	disk Disk
-	r    atomic.Pointer[raft.Raft] // set once the partition's Raft exists
+	r    atomic.Pointer[raft.Raft] // set once the group's Raft exists
 }
 
 func (l *guardedLogs) StoreLog(log *raft.Log) error { return l.StoreLogs([]*raft.Log{log}) }
@@ -320,7 +327,7 @@ func (l *guardedLogs) DeleteRange(lo, hi uint64) error {
 	return l.LogStore.DeleteRange(lo, hi)
 }
 
-// refused is the disk's refusal while this node follows the partition, else nil.
+// refused is the disk's refusal while this node follows the group, else nil.
 func (l *guardedLogs) refused() error {
 	if r := l.r.Load(); r != nil && r.State() == raft.Leader {
 		return nil
@@ -328,27 +335,29 @@ func (l *guardedLogs) refused() error {
 	return l.disk.Err()
 }
 
-// Barrier waits until every entry committed in partition p is applied locally.
-func (h *Host) Barrier(p uint32, timeout time.Duration) error {
-	return h.groups[p].raft.Barrier(timeout).Error()
+// Barrier waits until every entry committed in group g is applied locally.
+func (h *Host) Barrier(g uint32, timeout time.Duration) error {
+	return h.groups[g].raft.Barrier(timeout).Error()
 }
 
-// VerifyLeader confirms with a quorum that this node still leads partition p.
-func (h *Host) VerifyLeader(p uint32) interface{ Error() error } {
-	return h.groups[p].raft.VerifyLeader()
+// VerifyLeader confirms with a quorum that this node still leads group g.
+func (h *Host) VerifyLeader(g uint32) interface{ Error() error } {
+	return h.groups[g].raft.VerifyLeader()
 }
 
-// LastTime is the greatest command time applied in partition p.
-func (h *Host) LastTime(p uint32) int64 { return h.groups[p].fsm.LastTime() }
+// LastTime is the greatest command time applied in group g.
+func (h *Host) LastTime(g uint32) int64 { return h.groups[g].fsm.LastTime() }
 
-// StateHash returns partition p's applied index and state hash on this node (see
-// persistence.FSM.StateHash).
-func (h *Host) StateHash(p uint32) (uint64, [32]byte, error) { return h.groups[p].fsm.StateHash() }
+// StateHashes returns group g's applied index and its partitions' state hashes on this
+// node, first partition first (see persistence.FSM.StateHashes).
+func (h *Host) StateHashes(g uint32) (uint64, [][32]byte, error) {
+	return h.groups[g].fsm.StateHashes()
+}
 
-// PartitionInfo is partition p as this node's Raft instance knows it.
-type PartitionInfo struct {
+// GroupInfo is group g as this node's Raft instance knows it.
+type GroupInfo struct {
 	ID uint32
-	// Replica is true when this node is in the partition's latest configuration.
+	// Replica is true when this node is in the group's latest configuration.
 	Replica bool
 	// Leader is the leader's server id, "" when this instance knows none.
 	Leader      string
@@ -362,11 +371,11 @@ type PartitionInfo struct {
 	Match map[raft.ServerID]uint64
 }
 
-// Info reports partition p as this node's Raft instance knows it.
-func (h *Host) Info(p uint32) PartitionInfo {
-	g := h.groups[p]
+// Info reports group id as this node's Raft instance knows it.
+func (h *Host) Info(id uint32) GroupInfo {
+	g := h.groups[id]
 	_, leader := g.raft.LeaderWithID()
-	in := PartitionInfo{ID: p, Leader: string(leader), Term: g.raft.CurrentTerm(), Applied: g.fsm.AppliedIndex(),
+	in := GroupInfo{ID: id, Leader: string(leader), Term: g.raft.CurrentTerm(), Applied: g.fsm.AppliedIndex(),
 		Commit: g.raft.CommitIndex(), LastIndex: g.raft.LastIndex(), LastContact: g.raft.LastContact()}
 	if f := g.raft.GetConfiguration(); f.Error() == nil {
 		in.Servers = f.Configuration().Servers
@@ -390,7 +399,7 @@ func (h *Host) Info(p uint32) PartitionInfo {
 // ServerID is this node's Raft server id.
 func (h *Host) ServerID() string { return h.cfg.ServerID }
 
-// HasState reports whether any partition has Raft state on this node.
+// HasState reports whether any group has Raft state on this node.
 func (h *Host) HasState() bool {
 	for _, g := range h.groups {
 		if g.raft.LastIndex() > 0 {
@@ -400,32 +409,32 @@ func (h *Host) HasState() bool {
 	return false
 }
 
-// Bootstrap gives every partition without state its initial configuration. Only the node
+// Bootstrap gives every group without state its initial configuration. Only the node
 // chosen to bootstrap a new cluster calls it, once.
-func (h *Host) Bootstrap(servers func(p uint32) []raft.Server) error {
+func (h *Host) Bootstrap(servers func(g uint32) []raft.Server) error {
 	var errs []error
 	for _, g := range h.groups {
-		err := g.raft.BootstrapCluster(raft.Configuration{Servers: servers(g.p)}).Error()
+		err := g.raft.BootstrapCluster(raft.Configuration{Servers: servers(g.ID)}).Error()
 		if err != nil && !errors.Is(err, raft.ErrCantBootstrap) {
-			errs = append(errs, fmt.Errorf("bootstrap partition %d: %w", g.p, err))
+			errs = append(errs, fmt.Errorf("bootstrap group %d: %w", g.ID, err))
 		}
 	}
 	return errors.Join(errs...)
 }
 
-// Leader returns the server id of partition p's leader as this node knows it ("" if none).
-func (h *Host) Leader(p uint32) string {
-	_, id := h.groups[p].raft.LeaderWithID()
+// Leader returns the server id of group g's leader as this node knows it ("" if none).
+func (h *Host) Leader(g uint32) string {
+	_, id := h.groups[g].raft.LeaderWithID()
 	return string(id)
 }
 
-// IsLeader reports whether this node leads partition p.
-func (h *Host) IsLeader(p uint32) bool { return h.groups[p].raft.State() == raft.Leader }
+// IsLeader reports whether this node leads group g.
+func (h *Host) IsLeader(g uint32) bool { return h.groups[g].raft.State() == raft.Leader }
 
-// Change carries out a reconciler's decision on partition p, which this node leads.
-func (h *Host) Change(p uint32, a Action) error {
+// Change carries out a reconciler's decision on group g, which this node leads.
+func (h *Host) Change(g uint32, a Action) error {
 	const timeout = 5 * time.Second
-	r := h.groups[p].raft
+	r := h.groups[g].raft
 	switch a.Kind {
 	case RemoveServer:
 		return r.RemoveServer(a.Server, 0, timeout).Error()
@@ -439,7 +448,7 @@ func (h *Host) Change(p uint32, a Action) error {
 	return nil
 }
 
-// Leading counts the partitions this node leads.
+// Leading counts the groups this node leads.
 func (h *Host) Leading() int {
 	n := 0
 	for _, g := range h.groups {
@@ -464,7 +473,7 @@ func hasOtherVoter(r *raft.Raft, self string) bool {
 	return false
 }
 
-// TransferLeadership hands every partition led here to another voter and waits (bounded by
+// TransferLeadership hands every group led here to another voter and waits (bounded by
 // each transfer's own timeout). Used on graceful shutdown.
 func (h *Host) TransferLeadership() {
 	var wg sync.WaitGroup
@@ -476,7 +485,7 @@ func (h *Host) TransferLeadership() {
 		go func() {
 			defer wg.Done()
 			if err := g.raft.LeadershipTransfer().Error(); err != nil {
-				h.cfg.Logger.Warn("leadership transfer on shutdown", "partition", g.p, "error", err)
+				h.cfg.Logger.Warn("leadership transfer on shutdown", "group", g.ID, "error", err)
 			}
 		}()
 	}
@@ -500,7 +509,7 @@ func (h *Host) Close() error {
 			defer wg.Done()
 			if err := g.raft.Shutdown().Error(); err != nil {
 				mu.Lock()
-				errs = append(errs, fmt.Errorf("partition %d: %w", g.p, err))
+				errs = append(errs, fmt.Errorf("group %d: %w", g.ID, err))
 				mu.Unlock()
 			}
 			_ = g.trans.Close()

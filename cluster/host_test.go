@@ -16,7 +16,7 @@ import (
 )
 
 // A host listening on every interface advertises the address Advertise gives, and a
-// one-node cluster bootstraps every partition with that address, never 0.0.0.0.
+// one-node cluster bootstraps every group with that address, never 0.0.0.0.
 func TestHostAdvertisesAddress(t *testing.T) {
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
 	store, err := persistence.Open(t.TempDir(), logger, nil)
@@ -25,7 +25,7 @@ func TestHostAdvertisesAddress(t *testing.T) {
 	}
 	defer store.Close()
 	h, err := NewHost(HostConfig{
-		ServerID: "n1@abc", RaftAddr: "0.0.0.0:0", Advertise: config.Config{AdvertiseAddr: "127.0.0.9"}.Advertised, Partitions: 2,
+		ServerID: "n1@abc", RaftAddr: "0.0.0.0:0", Advertise: config.Config{AdvertiseAddr: "127.0.0.9"}.Advertised, Layout: persistence.Layout{Partitions: 4, Groups: 2},
 		SnapshotDir: t.TempDir(), Store: store, HeartbeatTimeout: 100 * time.Millisecond,
 		ElectionTimeout: 100 * time.Millisecond, SnapshotThreshold: 1024, BootstrapSelf: true,
 		Logger: logger,
@@ -45,7 +45,7 @@ func TestHostAdvertisesAddress(t *testing.T) {
 		}
 		servers := f.Configuration().Servers
 		if len(servers) != 1 || servers[0].Address != RaftAddress(h.Addr(), "n1@abc") {
-			t.Fatalf("partition %d bootstrapped with %+v, want only %s", g.p, servers, RaftAddress(h.Addr(), "n1@abc"))
+			t.Fatalf("group %d bootstrapped with %+v, want only %s", g.ID, servers, RaftAddress(h.Addr(), "n1@abc"))
 		}
 	}
 }

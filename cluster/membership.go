@@ -16,6 +16,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/memberlist"
+	"github.com/shardkeeper/shardkeeper/persistence"
 	"github.com/shardkeeper/shardkeeper/pki"
 )
 
@@ -30,10 +31,13 @@ type NodeMeta struct {
 	Remote     string `json:"remote"`
 	HTTP       string `json:"http"`
 	Partitions int    `json:"p"`
-	// Bootstrapped is true once this node holds Raft state for any partition: a cluster
+	// Groups is G, the Raft groups the partitions share (0 from nodes that predate groups:
+	// one per partition).
+	Groups int `json:"g,omitempty"`
+	// Bootstrapped is true once this node holds Raft state for any group: a cluster
 	// with such a member must never be bootstrapped again.
 	Bootstrapped bool `json:"boot,omitempty"`
-	// Leading counts the partitions this node leads (for leadership balancing).
+	// Leading counts the Raft groups this node leads (for leadership balancing).
 	Leading int `json:"lead,omitempty"`
 	// DiskLow is set while this node's disk is low: it refuses writes, and must not lead.
 	DiskLow bool `json:"disk_low,omitempty"`
@@ -43,6 +47,11 @@ type NodeMeta struct {
 	// Leaving is set just before a graceful leave, so that the others tell "left" from
 	// "failed" (memberlist reports both through NotifyLeave).
 	Leaving bool `json:"leaving,omitempty"`
+}
+
+// Layout is the member's map of partitions to Raft groups.
+func (m NodeMeta) Layout() persistence.Layout {
+	return persistence.Layout{Partitions: m.Partitions, Groups: m.Groups}
 }
 
 // Member states, as gossip shows them.

@@ -7,7 +7,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// Collector exports, at each scrape, the Raft state of every partition replicated here, the
+// Collector exports, at each scrape, the Raft state of every group replicated here, the
 // members by state and the partitions without a leader or under-replicated, as this node
 // sees them.
 type Collector struct {
@@ -23,15 +23,15 @@ func NewCollector(h *Host, m interface{ Members() []Member }, d *Directory) *Col
 
 var (
 	descLeader = prometheus.NewDesc("shardkeeper_raft_leader",
-		"1 if this node leads the partition, 0 if it is another replica.", []string{"partition"}, nil)
+		"1 if this node leads the Raft group, 0 if it is another replica.", []string{"group"}, nil)
 	descTerm = prometheus.NewDesc("shardkeeper_raft_term",
-		"Current Raft term of the partition on this node.", []string{"partition"}, nil)
+		"Current Raft term of the group on this node.", []string{"group"}, nil)
 	descCommit = prometheus.NewDesc("shardkeeper_raft_commit_index",
-		"Raft commit index of the partition on this node.", []string{"partition"}, nil)
+		"Raft commit index of the group on this node.", []string{"group"}, nil)
 	descApplied = prometheus.NewDesc("shardkeeper_raft_applied_index",
-		"Index of the partition's last entry applied to storage on this node.", []string{"partition"}, nil)
+		"Index of the group's last entry applied to storage on this node.", []string{"group"}, nil)
 	descContact = prometheus.NewDesc("shardkeeper_raft_last_contact_seconds",
-		"On a follower, seconds since the partition's leader last contacted it.", []string{"partition"}, nil)
+		"On a follower, seconds since the group's leader last contacted it.", []string{"group"}, nil)
 	descMembers = prometheus.NewDesc("shardkeeper_members",
 		"Cluster members by state as this node's gossip sees them.", []string{"state"}, nil)
 	descNoLeader = prometheus.NewDesc("shardkeeper_partitions_without_leader",
@@ -50,12 +50,12 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 // Collect implements prometheus.Collector.
 func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	now := time.Now()
-	for p := range uint32(c.host.Partitions()) {
-		in := c.host.Info(p)
+	for g := range uint32(c.host.Groups()) {
+		in := c.host.Info(g)
 		if !in.Replica {
 			continue
 		}
-		l := strconv.FormatUint(uint64(p), 10)
+		l := strconv.FormatUint(uint64(g), 10)
 		leader := 0.0
 		if in.Leader == c.host.ServerID() {
 			leader = 1

@@ -6,14 +6,14 @@ import (
 	"sort"
 )
 
-// Placement: the desired replicas of partition p are the R alive nodes with the highest
-// rendezvous (highest-random-weight) score hash(p, node id). Every node computes the same set
-// from the same membership, adding or removing one node moves only the partitions whose top R
-// it enters or leaves, and no coordination is needed.
+// Placement: the desired replicas of Raft group g (and so of its partitions) are the R alive
+// nodes with the highest rendezvous (highest-random-weight) score hash(g, node id). Every
+// node computes the same set from the same membership, adding or removing one node moves
+// only the groups whose top R it enters or leaves, and no coordination is needed.
 
-func score(p uint32, nodeID string) uint64 {
+func score(g uint32, nodeID string) uint64 {
 	h := fnv.New64a()
-	_, _ = h.Write(binary.BigEndian.AppendUint32(nil, p))
+	_, _ = h.Write(binary.BigEndian.AppendUint32(nil, g))
 	_, _ = h.Write([]byte(nodeID))
 	// FNV's low bits mix poorly for short inputs; finish with a 64-bit mixer (splitmix64).
 	x := h.Sum64()
@@ -24,12 +24,12 @@ func score(p uint32, nodeID string) uint64 {
 	return x ^ (x >> 31)
 }
 
-// Desired returns the desired replicas of partition p among nodes, best first: the r nodes
+// Desired returns the desired replicas of group g among nodes, best first: the r nodes
 // with the highest score (all of them when fewer than r). Ties break by node id.
-func Desired(p uint32, nodes []NodeMeta, r int) []NodeMeta {
+func Desired(g uint32, nodes []NodeMeta, r int) []NodeMeta {
 	out := append([]NodeMeta(nil), nodes...)
 	sort.Slice(out, func(i, j int) bool {
-		si, sj := score(p, out[i].ID), score(p, out[j].ID)
+		si, sj := score(g, out[i].ID), score(g, out[j].ID)
 		if si != sj {
 			return si > sj
 		}
@@ -41,13 +41,13 @@ func Desired(p uint32, nodes []NodeMeta, r int) []NodeMeta {
 	return out
 }
 
-// BootstrapReplicas is the first configuration of partition p in a new cluster, written by
+// BootstrapReplicas is the first configuration of group g in a new cluster, written by
 // the bootstrapping node self alone: the desired replicas, with self in place of the last one
 // when it is not among them. The others hold no Raft state yet and only follow a leader, so
 // a configuration without the node that wrote it could never elect one; the reconciler then
-// moves the partition to its desired replicas (the partition is empty, so at no cost).
-func BootstrapReplicas(p uint32, nodes []NodeMeta, r int, self string) []NodeMeta {
-	out := Desired(p, nodes, r)
+// moves the group to its desired replicas (the group is empty, so at no cost).
+func BootstrapReplicas(g uint32, nodes []NodeMeta, r int, self string) []NodeMeta {
+	out := Desired(g, nodes, r)
 	for _, d := range out {
 		if d.ID == self {
 			return out

@@ -10,16 +10,16 @@ import (
 	"github.com/shardkeeper/shardkeeper/persistence"
 )
 
-// raftGroups is what the reconciler needs of the Raft host: what each partition looks like
+// raftGroups is what the reconciler needs of the Raft host: what each group looks like
 // here, and a way to carry out a decided change.
 type raftGroups interface {
 	ServerID() string
-	Partitions() int
-	Info(p uint32) PartitionInfo
-	IsLeader(p uint32) bool
+	Groups() int
+	Info(g uint32) GroupInfo
+	IsLeader(g uint32) bool
 	Leading() int
 	HasState() bool
-	Change(p uint32, a Action) error
+	Change(g uint32, a Action) error
 }
 
 // memberView is what the reconciler needs of gossip.
@@ -46,8 +46,8 @@ type ReconcilerConfig struct {
 	Logger *slog.Logger
 }
 
-// Reconciler converges each partition led here toward its desired replica set, one change
-// per partition per pass, as Decide rules, and spreads leadership as DecideBalance rules.
+// Reconciler converges each Raft group led here toward its desired replica set, one change
+// per group per pass, as Decide rules, and spreads leadership as DecideBalance rules.
 // This file holds the effects; decision.go the decisions.
 type Reconciler struct {
 	cfg  ReconcilerConfig
@@ -92,7 +92,7 @@ func (r *Reconciler) Stop() {
 }
 
 // Pass gossips this node's leadership count, then decides and applies at most one change for
-// each partition led here, and at most one leadership transfer to balance.
+// each group led here, and at most one leadership transfer to balance.
 func (r *Reconciler) Pass(now time.Time) {
 	h := r.cfg.Host
 	diskLow := r.cfg.Disk != nil && r.cfg.Disk.Err() != nil
@@ -109,22 +109,22 @@ func (r *Reconciler) Pass(now time.Time) {
 		}
 	}
 	self := h.ServerID()
-	var led []PartitionInfo
+	var led []GroupInfo
 	missing := map[raft.ServerID]time.Time{}
-	for p := range uint32(h.Partitions()) {
-		if !h.IsLeader(p) {
+	for g := range uint32(h.Groups()) {
+		if !h.IsLeader(g) {
 			continue
 		}
-		in := h.Info(p)
+		in := h.Info(g)
 		if in.Leader != self {
 			continue
 		}
 		led = append(led, in)
 		r.noteMissing(in.Servers, members, now, missing)
 		a := Decide(Situation{Self: raft.ServerID(self), Servers: in.Servers, Members: members,
-			Desired: Desired(p, alive, r.cfg.Replicas), Replicas: r.cfg.Replicas, DeadGrace: r.cfg.DeadGrace,
+			Desired: Desired(g, alive, r.cfg.Replicas), Replicas: r.cfg.Replicas, DeadGrace: r.cfg.DeadGrace,
 			Now: now, Missing: missing, Match: in.Match, LastIndex: in.LastIndex})
-		r.apply(p, a)
+		r.apply(g, a)
 	}
 	r.mu.Lock()
 	r.missing = missing
@@ -145,18 +145,18 @@ func (r *Reconciler) Pass(now time.Time) {
 	}
 	leading[self] = len(led)
 	unfit[self] = diskLow
-	bs := BalanceSituation{Self: self, Leading: leading, Unfit: unfit, Partitions: h.Partitions(), Led: led, Addresses: addrs}
+	bs := BalanceSituation{Self: self, Leading: leading, Unfit: unfit, Groups: h.Groups(), Led: led, Addresses: addrs}
 	for {
-		p, a, ok := DecideBalance(bs)
+		g, a, ok := DecideBalance(bs)
 		if !ok {
 			return
 		}
-		r.apply(p, a)
+		r.apply(g, a)
 		if !diskLow {
 			return // one transfer per pass to balance
 		}
 		// Unfit to lead: every leadership goes now.
-		bs.Led = slices.DeleteFunc(bs.Led, func(in PartitionInfo) bool { return in.ID == p })
+		bs.Led = slices.DeleteFunc(bs.Led, func(in GroupInfo) bool { return in.ID == g })
 		bs.Leading[string(a.Server)]++
 	}
 }
@@ -182,12 +182,12 @@ func (r *Reconciler) noteMissing(servers []raft.Server, members []Member, now ti
 	}
 }
 
-func (r *Reconciler) apply(p uint32, a Action) {
+func (r *Reconciler) apply(g uint32, a Action) {
 	if a.Kind == NoAction {
 		return
 	}
-	r.cfg.Logger.Info("reconciling partition", "partition", p, "action", a.String())
-	if err := r.cfg.Host.Change(p, a); err != nil {
-		r.cfg.Logger.Warn("reconcile partition", "partition", p, "action", a.String(), "error", err)
+	r.cfg.Logger.Info("reconciling raft group", "group", g, "action", a.String())
+	if err := r.cfg.Host.Change(g, a); err != nil {
+		r.cfg.Logger.Warn("reconcile raft group", "group", g, "action", a.String(), "error", err)
 	}
 }

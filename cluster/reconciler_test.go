@@ -11,7 +11,7 @@ import (
 // A pass applies Decide to each partition led here (and only those) and at most one
 // balancing transfer; a server unknown to gossip keeps the time it was first missed.
 func TestReconcilerPass(t *testing.T) {
-	h := &fakeRaft{self: "a@1", parts: []PartitionInfo{
+	h := &fakeRaft{self: "a@1", parts: []GroupInfo{
 		// Led here, c failed long ago: removed.
 		{ID: 0, Replica: true, Leader: "a@1", Servers: voters("a@1", "b@1", "c@1")},
 		// Led by b: not this node's business.
@@ -64,10 +64,10 @@ func TestReconcilerBalancesOnlyToAliveMembers(t *testing.T) {
 }
 
 // ledByA is n partitions on a and b, all led by a.
-func ledByA(n int) []PartitionInfo {
-	var parts []PartitionInfo
+func ledByA(n int) []GroupInfo {
+	var parts []GroupInfo
 	for p := range uint32(n) {
-		parts = append(parts, PartitionInfo{ID: p, Replica: true, Leader: "a@1", Servers: voters("a@1", "b@1")})
+		parts = append(parts, GroupInfo{ID: p, Replica: true, Leader: "a@1", Servers: voters("a@1", "b@1")})
 	}
 	return parts
 }

@@ -16,10 +16,10 @@ import (
 	"github.com/shardkeeper/shardkeeper/pki"
 )
 
-// Mux carries the Raft traffic of every partition over one TCP listener. Each connection
-// starts with a header: muxMagic, the partition number (u32, big-endian), and the server id
+// Mux carries the Raft traffic of every Raft group over one TCP listener. Each connection
+// starts with a header: muxMagic, the group number (u32, big-endian), and the server id
 // the dialer means to reach (u8 length, bytes). The listener refuses a connection meant for
-// another server id and hands the rest to the partition's stream layer; from then on it is an
+// another server id and hands the rest to the group's stream layer; from then on it is an
 // ordinary hashicorp/raft NetworkTransport connection.
 //
 // Why the server id: a node whose disk was wiped comes back on the same address with a new
@@ -82,16 +82,16 @@ func ListenMux(addr, serverID string, peers *pki.Peers, logger *slog.Logger) (*M
 // Addr is the listener's address.
 func (m *Mux) Addr() net.Addr { return m.ln.Addr() }
 
-// Layer returns partition p's stream layer (created on first use). advertise is the address
+// Layer returns group g's stream layer (created on first use). advertise is the address
 // other nodes dial to reach this node's Raft listener.
-func (m *Mux) Layer(p uint32, advertise string) raft.StreamLayer {
+func (m *Mux) Layer(g uint32, advertise string) raft.StreamLayer {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if l, ok := m.layers[p]; ok {
+	if l, ok := m.layers[g]; ok {
 		return l
 	}
-	l := &streamLayer{p: p, addr: raftAddr(RaftAddress(advertise, m.serverID)), peers: m.peers, conns: make(chan net.Conn), closed: make(chan struct{})}
-	m.layers[p] = l
+	l := &streamLayer{p: g, addr: raftAddr(RaftAddress(advertise, m.serverID)), peers: m.peers, conns: make(chan net.Conn), closed: make(chan struct{})}
+	m.layers[g] = l
 	return l
 }
 
@@ -124,7 +124,7 @@ func (m *Mux) acceptLoop() {
 	}
 }
 
-// route reads a connection's header and hands it to its partition.
+// route reads a connection's header and hands it to its group.
 func (m *Mux) route(conn net.Conn) {
 	var hdr [6]byte
 	_ = conn.SetDeadline(time.Now().Add(muxHeaderTimeout))
@@ -161,7 +161,7 @@ func (m *Mux) route(conn net.Conn) {
 	l, ok := m.layers[p]
 	m.mu.Unlock()
 	if !ok {
-		m.logger.Warn("raft connection for a partition not hosted here", "partition", p, "remote", conn.RemoteAddr())
+		m.logger.Warn("raft connection for a raft group not hosted here", "group", p, "remote", conn.RemoteAddr())
 		conn.Close()
 		return
 	}
@@ -186,7 +186,7 @@ type raftAddr string
 func (a raftAddr) Network() string { return "tcp" }
 func (a raftAddr) String() string  { return string(a) }
 
-// streamLayer is one partition's view of the mux, as raft.StreamLayer.
+// streamLayer is one group's view of the mux, as raft.StreamLayer.
 type streamLayer struct {
 	p      uint32
 	addr   net.Addr

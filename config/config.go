@@ -44,6 +44,7 @@ type Config struct {
 	Join            []string // --join, comma-separated gossip addresses of existing members, default none
 	BootstrapExpect int      // --bootstrap-expect 1: members to wait for before the first bootstrap, >= 1
 	Partitions      int      // --partitions 16: P, fixed at bootstrap, 1..4096
+	RaftGroups      int      // --raft-groups 0: G, the Raft groups the partitions share, fixed at bootstrap; 0: the data directory's, or 3 (at most P) in a new one
 	Replicas        int      // --replicas 3: R (capped by cluster size), >= 1
 	AdminToken      string   // --admin-token, default "" (admin endpoints disabled)
 	AdminTokenFile  string   // --admin-token-file: AdminToken read from this file
@@ -100,6 +101,7 @@ func coreOptions(c *Config) []Option {
 		{Name: "join", Usage: "comma-separated gossip host:port addresses of existing members (repeatable)", Value: &listValue{p: &c.Join}},
 		Int(&c.BootstrapExpect, "bootstrap-expect", "1", "members to wait for before the first cluster bootstraps (>= 1)"),
 		Int(&c.Partitions, "partitions", "16", "number of partitions P, fixed at bootstrap (1..4096)"),
+		Int(&c.RaftGroups, "raft-groups", "0", "number of Raft groups G the partitions are spread over: each is one Raft log, leader and round for all of its partitions; fixed at bootstrap (1..partitions; 0: the data directory's, or min(3, partitions) in a new one)"),
 		Int(&c.Replicas, "replicas", "3", "replication factor R, capped by the cluster size (>= 1)"),
 		String(&c.AdminToken, "admin-token", "", "bearer token of the admin endpoints; empty disables them (prefer --admin-token-file: a flag shows in ps)"),
 		String(&c.AdminTokenFile, "admin-token-file", "", "file holding the admin token, readable by its owner only").Checked(c.loadAdminToken),
@@ -109,7 +111,7 @@ func coreOptions(c *Config) []Option {
 		Duration(&c.DeadMemberGrace, "dead-member-grace", "30s", "how long a member that failed or left keeps its replicas before they are replaced on other nodes (a node restarted within it keeps them)"),
 		Duration(&c.RaftHeartbeatTimeout, "raft-heartbeat-timeout", "500ms", "Raft heartbeat timeout (>= 50ms)"),
 		Duration(&c.RaftElectionTimeout, "raft-election-timeout", "500ms", "Raft election timeout (>= 50ms, >= --raft-heartbeat-timeout)"),
-		Duration(&c.RaftCommitTimeout, "raft-commit-timeout", "500ms", "how long a partition's leader lets replication to a follower idle before it sends the follower its commit index anyway (>= 1ms); each partition does this for each follower, so shorter costs CPU on an idle cluster"),
+		Duration(&c.RaftCommitTimeout, "raft-commit-timeout", "500ms", "how long a Raft group's leader lets replication to a follower idle before it sends the follower its commit index anyway (>= 1ms); each group does this for each follower, so shorter costs CPU on an idle cluster"),
 		Uint64(&c.SnapshotThreshold, "snapshot-threshold", "8192", "Raft log entries between snapshots (>= 1)"),
 		Duration(&c.SnapshotInterval, "snapshot-interval", "2m", "how often each partition checks --snapshot-threshold (randomized up to twice this)"),
 		Uint64(&c.RaftTrailingLogs, "raft-trailing-logs", "10240", "Raft log entries kept after a snapshot, so that a follower that fell behind by fewer catches up from the log instead of a snapshot"),
@@ -126,7 +128,7 @@ func coreOptions(c *Config) []Option {
 		Int(&c.RateLimit, "rate-limit", "0", "requests per second each client IP address (IPv6: each /64) may send; more are answered 429 rate_limited with Retry-After (0: no limit; behind a load balancer every client has its address)").Checked(AtLeast(&c.RateLimit, 0)),
 		Int(&c.RateBurst, "rate-burst", "0", "requests a client may send at once before --rate-limit applies (0: one second's worth)").Checked(AtLeast(&c.RateBurst, 0)),
 		Int(&c.MaxRegistries, "max-registries", "10000", "registry names of each kind (device registries, server registries) the cluster holds at most: a write to a new name past it answers 503 registry_full (>= 1)").Checked(AtLeast(&c.MaxRegistries, 1)),
-		Bytes(&c.DiskMinFree, "disk-min-free", "256MiB", "free space of the data directory's file system below which the node refuses writes (503 unavailable), hands its partitions' leadership to other nodes and fails /readyz, until space returns"),
+		Bytes(&c.DiskMinFree, "disk-min-free", "256MiB", "free space of the data directory's file system below which the node refuses writes (503 unavailable), hands the leadership of its Raft groups to other nodes and fails /readyz, until space returns"),
 		Bytes(&c.DiskBallast, "disk-ballast", "64MiB", "size of a file the node keeps in its data directory and deletes when the disk fills up anyway (ENOSPC), so that what was being written completes; recreated when space returns (0: none)"),
 		String(&c.TLSCA, "tls-ca", "", "PEM file of the cluster CA: with --tls-cert and --tls-key, every node-to-node connection (Raft, actor remoting, gossip streams) is mutual TLS 1.3 and accepts node certificates of this CA only"),
 		String(&c.TLSCert, "tls-cert", "", "PEM file of this node's certificate (SAN URI spiffe://shardkeeper/node/<node-id>, key usages ServerAuth and ClientAuth); reloaded when it changes"),
@@ -206,6 +208,7 @@ const minRaftTimeout = 50 * time.Millisecond
 const maxPartitions = 4096
 
 // Validate checks ranges and cross-field rules: every duration > 0; Partitions in 1..4096;
+// RaftGroups in 0..Partitions;
 // BootstrapExpect, Replicas and SnapshotThreshold >= 1; NodeID matching
 // `^[A-Za-z0-9_.-]{1,64}$`; DataDir non-empty; the four addresses host:port with a numeric port,
 // and pairwise different; every Join entry host:port with a non-empty host and a numeric port;
@@ -283,6 +286,9 @@ func (c Config) Validate() error {
 	}
 	if c.Partitions < 1 || c.Partitions > maxPartitions {
 		bad("partitions", "must be between 1 and %d, got %d", maxPartitions, c.Partitions)
+	}
+	if c.RaftGroups < 0 || c.RaftGroups > c.Partitions {
+		bad("raft-groups", "must be between 0 (the data directory's, or the default) and --partitions (%d), got %d", c.Partitions, c.RaftGroups)
 	}
 	if c.SnapshotThreshold < 1 {
 		bad("snapshot-threshold", "must be at least 1, got %d", c.SnapshotThreshold)

@@ -131,8 +131,12 @@ func Start(cfg config.Config, opts Options) (n *Node, err error) {
 	if n.remote, err = startRemote(n.system, cfg.RemoteAddr, cfg.Advertised, creds, logger); err != nil {
 		return nil, err
 	}
+	layout, err := resolveLayout(n.store, cfg)
+	if err != nil {
+		return nil, err
+	}
 	if n.host, err = cluster.NewHost(cluster.HostConfig{
-		ServerID: n.serverID, Peers: n.peers, Disk: n.disk, RaftAddr: cfg.RaftAddr, Advertise: cfg.Advertised, Partitions: cfg.Partitions,
+		ServerID: n.serverID, Peers: n.peers, Disk: n.disk, RaftAddr: cfg.RaftAddr, Advertise: cfg.Advertised, Layout: layout,
 		SnapshotDir: filepath.Join(cfg.DataDir, "snapshots"), Store: n.store,
 		HeartbeatTimeout: cfg.RaftHeartbeatTimeout, ElectionTimeout: cfg.RaftElectionTimeout, CommitTimeout: cfg.RaftCommitTimeout,
 		SnapshotThreshold: cfg.SnapshotThreshold, SnapshotInterval: cfg.SnapshotInterval, TrailingLogs: cfg.RaftTrailingLogs,
@@ -142,7 +146,7 @@ func Start(cfg config.Config, opts Options) (n *Node, err error) {
 	}
 	host := n.host
 	if n.runtime, err = actors.New(actors.Options{
-		Store: n.store, Replicator: host, Partitions: cfg.Partitions, Registerer: n.registry, System: n.system,
+		Store: n.store, Replicator: host, Partitions: cfg.Partitions, Groups: host.Groups(), Registerer: n.registry, System: n.system,
 		Logger: logger, RequestTimeout: cfg.RequestTimeout, IdleTimeout: cfg.ActorIdleTimeout,
 	}, domain.Kinds(opts.Domains, cfg, domain.Env{Caller: &n.caller, Registerer: n.registry})...); err != nil {
 		return nil, err
@@ -153,7 +157,7 @@ func Start(cfg config.Config, opts Options) (n *Node, err error) {
 		GossipAddr: cfg.GossipAddr, AdvertiseIP: cfg.AdvertiseAddr, Logger: logger, GossipKey: cfg.GossipKeyBytes(), Peers: n.peers,
 		KeyringFile: filepath.Join(cfg.DataDir, "gossip-keyring.json"),
 		Meta: cluster.NodeMeta{ID: cfg.NodeID, ServerID: n.serverID, Raft: host.Addr(),
-			Remote: n.system.ProcessRegistry.Address, HTTP: cfg.Advertised(n.ln.Addr().String()), Partitions: cfg.Partitions,
+			Remote: n.system.ProcessRegistry.Address, HTTP: cfg.Advertised(n.ln.Addr().String()), Partitions: cfg.Partitions, Groups: host.Groups(),
 			Bootstrapped: host.HasState()},
 	}); err != nil {
 		return nil, err
@@ -223,7 +227,7 @@ func Start(cfg config.Config, opts Options) (n *Node, err error) {
 	}
 	logger.Info("shardkeeper node started", "node_id", cfg.NodeID, "server_id", n.serverID,
 		"http", n.ln.Addr().String(), "raft", host.Addr(), "gossip", cfg.GossipAddr,
-		"remote", n.system.ProcessRegistry.Address, "partitions", cfg.Partitions, "data_dir", cfg.DataDir)
+		"remote", n.system.ProcessRegistry.Address, "partitions", cfg.Partitions, "raft_groups", host.Groups(), "data_dir", cfg.DataDir)
 	return n, nil
 }
 
@@ -279,9 +283,8 @@ func (n *Node) joinCluster() error {
 		}
 	}
 	for _, m := range n.membership.Alive() {
-		if m.Partitions != cfg.Partitions {
-			return fmt.Errorf("member %s runs --partitions=%d but this node has --partitions=%d; P is fixed for the life of the cluster",
-				m.ID, m.Partitions, cfg.Partitions)
+		if err := sameLayout(m, n.host.Layout()); err != nil {
+			return err
 		}
 	}
 	if !n.host.HasState() {
@@ -307,6 +310,44 @@ func (n *Node) background(step func() bool) {
 	}()
 }
 
+// defaultRaftGroups is G in a new data directory when --raft-groups is 0 (at most P): one
+// group per node of a three-node cluster, each leading one.
+const defaultRaftGroups = 3
+
+// resolveLayout is the map of partitions to Raft groups cfg asks for. --raft-groups 0 takes
+// the data directory's, or defaultRaftGroups in a new one; store.EnsureLayout (in
+// cluster.NewHost) then refuses any other than the one recorded.
+func resolveLayout(store *persistence.Store, cfg config.Config) (persistence.Layout, error) {
+	l := persistence.Layout{Partitions: cfg.Partitions, Groups: cfg.RaftGroups}
+	if l.Groups != 0 {
+		return l, nil
+	}
+	have, ok, err := store.RecordedLayout()
+	if err != nil {
+		return l, err
+	}
+	if ok && have.Partitions == cfg.Partitions {
+		return have, nil
+	}
+	l.Groups = min(cfg.Partitions, defaultRaftGroups)
+	return l, nil
+}
+
+// sameLayout refuses a member whose partitions or Raft groups differ from this node's: both
+// are fixed for the life of the cluster.
+func sameLayout(m cluster.NodeMeta, l persistence.Layout) error {
+	theirs := m.Layout()
+	switch {
+	case theirs.Partitions != l.Partitions:
+		return fmt.Errorf("member %s runs --partitions=%d but this node has --partitions=%d; P is fixed for the life of the cluster",
+			m.ID, theirs.Partitions, l.Partitions)
+	case theirs.Count() != l.Count():
+		return fmt.Errorf("member %s runs --raft-groups=%d but this node has --raft-groups=%d; the number of Raft groups is fixed for the life of the cluster",
+			m.ID, theirs.Count(), l.Count())
+	}
+	return nil
+}
+
 // tryBootstrap bootstraps a new cluster when --bootstrap-expect members are alive, none of
 // them holds Raft state, and this node has the lowest id (Consul's rule). It reports true once
 // this node has state (bootstrapped here, or added by another node's reconciler).
@@ -320,7 +361,7 @@ func (n *Node) tryBootstrap() bool {
 	}
 	sort.Slice(alive, func(i, j int) bool { return alive[i].ID < alive[j].ID })
 	for _, m := range alive {
-		if m.Bootstrapped || m.Partitions != n.cfg.Partitions {
+		if m.Bootstrapped || sameLayout(m, n.host.Layout()) != nil {
 			return false // an existing cluster will add us; or a misconfigured peer
 		}
 	}
@@ -328,9 +369,9 @@ func (n *Node) tryBootstrap() bool {
 		return false
 	}
 	n.logger.Info("bootstrapping the cluster", "members", len(alive))
-	err := n.host.Bootstrap(func(p uint32) []raft.Server {
+	err := n.host.Bootstrap(func(g uint32) []raft.Server {
 		var servers []raft.Server
-		for _, d := range cluster.BootstrapReplicas(p, alive, n.cfg.Replicas, n.cfg.NodeID) {
+		for _, d := range cluster.BootstrapReplicas(g, alive, n.cfg.Replicas, n.cfg.NodeID) {
 			servers = append(servers, raft.Server{ID: raft.ServerID(d.ServerID), Address: cluster.RaftAddress(d.Raft, d.ServerID)})
 		}
 		return servers
@@ -406,15 +447,19 @@ func (n *Node) ChangeKey(ctx context.Context, op string, key []byte) ([]cluster.
 	return n.membership.ChangeKey(ctx, op, key)
 }
 
-// StateHashes implements api.ClusterView.
+// StateHashes implements api.ClusterView: each partition's hash, with its group's applied
+// index.
 func (n *Node) StateHashes() ([]api.PartitionHash, error) {
-	out := make([]api.PartitionHash, n.cfg.Partitions)
-	for p := range uint32(n.cfg.Partitions) {
-		idx, sum, err := n.host.StateHash(p)
+	out := make([]api.PartitionHash, 0, n.cfg.Partitions)
+	for g := range uint32(n.host.Groups()) {
+		idx, sums, err := n.host.StateHashes(g)
 		if err != nil {
-			return nil, fmt.Errorf("state hash of partition %d: %w", p, err)
+			return nil, fmt.Errorf("state hashes of raft group %d: %w", g, err)
 		}
-		out[p] = api.PartitionHash{ID: p, AppliedIndex: idx, Hash: hex.EncodeToString(sum[:])}
+		first := n.host.Layout().Group(g).First
+		for i, sum := range sums {
+			out = append(out, api.PartitionHash{ID: first + uint32(i), AppliedIndex: idx, Hash: hex.EncodeToString(sum[:])})
+		}
 	}
 	return out, nil
 }

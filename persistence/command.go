@@ -4,30 +4,38 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 )
 
-// Command is one Raft log entry's worth of state changes for a partition: the writes of every
-// message the leader coalesced into it, and the leader's clock when it proposed them.
+// Command is one Raft log entry's worth of state changes for a group of partitions: the
+// writes of every message the leader coalesced into it, and the leader's clock when it
+// proposed them.
 //
-// Keys are relative state keys (see StateKey); the FSM confines them to its partition, so a
-// command cannot touch the Raft or metadata sections whatever bytes it holds.
+// Keys are relative state keys (see StateKey) of the partition each op names; the FSM
+// refuses a command naming a partition outside its group, so a command cannot touch the Raft
+// or metadata sections, or another group's state, whatever bytes it holds.
 type Command struct {
 	// Time is the proposing leader's wall clock in Unix milliseconds. Every expiry decision
 	// the command embodies was made against this clock, never the applying node's.
 	Time int64
 	Ops  []Op
+	// v1 marks a command decoded from version 1, written when every group held one
+	// partition: its ops name none and belong to the group's first partition.
+	v1 bool
 }
 
-// Op is one write: a put of Value at Key, or a delete of Key.
+// Op is one write: a put of Value at Key, or a delete of Key, in Partition.
 type Op struct {
-	Delete bool
-	Key    []byte
-	Value  []byte
+	Delete    bool
+	Partition uint32
+	Key       []byte
+	Value     []byte
 }
 
 const (
-	commandVersion = 1
+	commandV1      = 1 // ops without a partition
+	commandVersion = 2
 	opPut          = 1
 	opDelete       = 2
 )
@@ -36,26 +44,29 @@ const (
 var ErrBadCommand = errors.New("malformed command")
 
 // Encode appends the command's binary form to dst:
-// version byte, time (varint), op count (uvarint), then per op a type byte, the key and (for
-// puts) the value as length-prefixed strings.
+// version byte (2), time (varint), op count (uvarint), then per op a type byte, the
+// partition (uvarint), the key and (for puts) the value as length-prefixed strings.
+// Version 1, which only decodes, had no partition per op.
 func (c *Command) Encode(dst []byte) []byte {
 	size := 1 + 2*binary.MaxVarintLen64
 	for _, op := range c.Ops {
-		size += 1 + 2*binary.MaxVarintLen32 + len(op.Key) + len(op.Value)
+		size += 1 + 3*binary.MaxVarintLen32 + len(op.Key) + len(op.Value)
 	}
 	dst = slices.Grow(dst, size) // one allocation, not one per growth
 	dst = append(dst, commandVersion)
 	dst = binary.AppendVarint(dst, c.Time)
 	dst = binary.AppendUvarint(dst, uint64(len(c.Ops)))
 	for _, op := range c.Ops {
+		typ := byte(opPut)
 		if op.Delete {
-			dst = append(dst, opDelete)
-			dst = AppendComponent(dst, op.Key)
-			continue
+			typ = opDelete
 		}
-		dst = append(dst, opPut)
+		dst = append(dst, typ)
+		dst = binary.AppendUvarint(dst, uint64(op.Partition))
 		dst = AppendComponent(dst, op.Key)
-		dst = AppendComponent(dst, op.Value)
+		if !op.Delete {
+			dst = AppendComponent(dst, op.Value)
+		}
 	}
 	return dst
 }
@@ -66,9 +77,10 @@ func (c *Command) Encode(dst []byte) []byte {
 // slices alias b.
 func DecodeCommand(b []byte) (Command, error) {
 	var c Command
-	if len(b) == 0 || b[0] != commandVersion {
+	if len(b) == 0 || (b[0] != commandVersion && b[0] != commandV1) {
 		return c, fmt.Errorf("%w: unknown version", ErrBadCommand)
 	}
+	c.v1 = b[0] == commandV1
 	b = b[1:]
 	t, n := binary.Varint(b)
 	if n <= 0 {
@@ -88,9 +100,17 @@ func DecodeCommand(b []byte) (Command, error) {
 			return c, fmt.Errorf("%w: truncated at op %d", ErrBadCommand, i)
 		}
 		typ := b[0]
+		b = b[1:]
 		var op Op
 		var err error
-		if op.Key, b, err = ReadComponent(b[1:]); err != nil {
+		if !c.v1 {
+			p, n := binary.Uvarint(b)
+			if n <= 0 || p > math.MaxUint32 {
+				return c, fmt.Errorf("%w: op %d has a bad partition", ErrBadCommand, i)
+			}
+			op.Partition, b = uint32(p), b[n:]
+		}
+		if op.Key, b, err = ReadComponent(b); err != nil {
 			return c, fmt.Errorf("%w: op %d key: %v", ErrBadCommand, i, err)
 		}
 		if len(op.Key) == 0 {

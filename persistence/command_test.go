@@ -28,11 +28,14 @@ var rewrite = flag.Bool("rewrite", false, "rewrite the expected output of data-d
 // Directives:
 //
 //	encode  input describes a command (see formatCommand: "time=N", `put "k" "v"`,
-//	        `del "k"`, with Go-quoted keys and values); output is the hex encoding. The
+//	        `del "k"`, with Go-quoted keys and values, and "p=N " after put or del for
+//	        an op of partition N, not 0); output is the hex encoding. The
 //	        encoding is also decoded and must give back the described command.
 //	decode  input is hex bytes (whitespace ignored, '#' starts a comment); output is the
-//	        decoded command in the same description format, followed by a line
-//	        "non-canonical" when re-encoding it does not give back the input bytes, or
+//	        decoded command in the same description format ("time=N v1" for a version 1
+//	        command, whose ops name no partition), followed by a line
+//	        "non-canonical" when re-encoding it does not give back the input bytes (a
+//	        version 2 command; version 1 always re-encodes as 2), or
 //	        "error: <message>" when it does not decode.
 //
 // Run with -rewrite to regenerate the expected output.
@@ -65,7 +68,7 @@ func TestCommandDataDriven(t *testing.T) {
 				return "error: " + err.Error()
 			}
 			out := formatCommand(c)
-			if !bytes.Equal(c.Encode(nil), in) {
+			if !c.v1 && !bytes.Equal(c.Encode(nil), in) {
 				out += "\nnon-canonical"
 			}
 			return out
@@ -80,11 +83,18 @@ func TestCommandDataDriven(t *testing.T) {
 func formatCommand(c Command) string {
 	var sb strings.Builder
 	fmt.Fprintf(&sb, "time=%d", c.Time)
+	if c.v1 {
+		sb.WriteString(" v1")
+	}
 	for _, op := range c.Ops {
+		part := ""
+		if op.Partition != 0 {
+			part = fmt.Sprintf("p=%d ", op.Partition)
+		}
 		if op.Delete {
-			fmt.Fprintf(&sb, "\ndel %q", op.Key)
+			fmt.Fprintf(&sb, "\ndel %s%q", part, op.Key)
 		} else {
-			fmt.Fprintf(&sb, "\nput %q %q", op.Key, op.Value)
+			fmt.Fprintf(&sb, "\nput %s%q %q", part, op.Key, op.Value)
 		}
 	}
 	return sb.String()
@@ -95,6 +105,15 @@ func parseCommand(lines []string) (Command, error) {
 	var c Command
 	for _, line := range lines {
 		var k, v string
+		var part uint32
+		if verb, rest, ok := strings.Cut(line, " p="); ok {
+			n, _ := fmt.Sscanf(rest, "%d", &part)
+			if n != 1 {
+				return c, fmt.Errorf("%q: bad partition", line)
+			}
+			_, rest, _ = strings.Cut(rest, " ")
+			line = verb + " " + rest
+		}
 		switch {
 		case strings.HasPrefix(line, "time="):
 			if _, err := fmt.Sscanf(line, "time=%d", &c.Time); err != nil {
@@ -104,12 +123,12 @@ func parseCommand(lines []string) (Command, error) {
 			if _, err := fmt.Sscanf(line, "put %q %q", &k, &v); err != nil {
 				return c, fmt.Errorf("%q: %v", line, err)
 			}
-			c.Ops = append(c.Ops, Op{Key: []byte(k), Value: []byte(v)})
+			c.Ops = append(c.Ops, Op{Partition: part, Key: []byte(k), Value: []byte(v)})
 		case strings.HasPrefix(line, "del "):
 			if _, err := fmt.Sscanf(line, "del %q", &k); err != nil {
 				return c, fmt.Errorf("%q: %v", line, err)
 			}
-			c.Ops = append(c.Ops, Op{Delete: true, Key: []byte(k)})
+			c.Ops = append(c.Ops, Op{Delete: true, Partition: part, Key: []byte(k)})
 		default:
 			return c, fmt.Errorf("cannot parse %q", line)
 		}
@@ -249,6 +268,12 @@ func randCommand(rng *rand.Rand) Command {
 	}
 	for j := 0; j < n; j++ {
 		op := Op{Key: randBytes(rng, 1+rng.IntN(40))}
+		switch rng.IntN(4) {
+		case 0:
+			op.Partition = math.MaxUint32 - rng.Uint32N(3)
+		case 1:
+			op.Partition = rng.Uint32N(4096)
+		}
 		if rng.IntN(3) == 0 {
 			op.Delete = true
 		} else {
@@ -270,7 +295,7 @@ func commandsEqual(a, b Command) bool {
 	}
 	for i := range a.Ops {
 		x, y := a.Ops[i], b.Ops[i]
-		if x.Delete != y.Delete || !bytes.Equal(x.Key, y.Key) || !bytes.Equal(x.Value, y.Value) {
+		if x.Delete != y.Delete || x.Partition != y.Partition || !bytes.Equal(x.Key, y.Key) || !bytes.Equal(x.Value, y.Value) {
 			return false
 		}
 	}
@@ -285,7 +310,8 @@ func commandsEqual(a, b Command) bool {
 // "non-canonical" cases in testdata/commands). So the test asserts instead that
 // decode(encode(decode(x))) == decode(x), that encode(decode(x)) is never longer than x, and
 // that when it is exactly as long it is byte-identical to x (padding varints is the only way
-// to spell a command differently, and padding only adds bytes).
+// to spell a command differently, and padding only adds bytes). A version 1 command
+// re-encodes as version 2, with partition 0 in every op.
 func FuzzDecodeCommand(f *testing.F) {
 	rng := rand.New(rand.NewPCG(5, 6))
 	for i := 0; i < 20; i++ {
@@ -299,7 +325,8 @@ func FuzzDecodeCommand(f *testing.F) {
 	} {
 		f.Add(c.Encode(nil))
 	}
-	for _, s := range []string{"", "\x00", "\x01", "\x01\x00", "\x01\x80\x00\x00", "\x01\x00\x01\x03\x01a"} {
+	for _, s := range []string{"", "\x00", "\x01", "\x01\x00", "\x01\x80\x00\x00", "\x01\x00\x01\x03\x01a",
+		"\x02\x00\x01\x01\x80\x80\x80\x80\x10\x01a\x00"} {
 		f.Add([]byte(s))
 	}
 	if data, err := os.ReadFile("testdata/commands"); err == nil {
@@ -346,6 +373,7 @@ func FuzzDecodeCommand(f *testing.F) {
 		}
 		enc := c.Encode(nil)
 		switch {
+		case c.v1: // re-encoded as version 2, with a partition per op
 		case len(enc) > len(in):
 			t.Fatalf("re-encoding %x gave a longer %x", in, enc)
 		case len(enc) == len(in) && !bytes.Equal(enc, in):

@@ -6,13 +6,15 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash"
 	"sync/atomic"
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/hashicorp/raft"
 )
 
-// FSM applies partition p's committed Raft entries to the node's Pebble DB.
+// FSM applies a group's committed Raft entries to the node's Pebble DB: each op to the state
+// of the partition it names, which must be one of the group's.
 //
 // Invariant: the state written by entries 1..applied and the applied index itself are always
 // in Pebble together, because they are written in the same batch. Entries at or below the
@@ -26,16 +28,19 @@ import (
 // AppliedIndex and LastTime may be called from any goroutine.
 type FSM struct {
 	s       *Store
-	p       uint32
+	g       Group
 	applied atomic.Uint64
 	time    atomic.Int64
 }
 
 var _ raft.BatchingFSM = (*FSM)(nil)
 
-// FSM returns partition p's state machine, loading its applied index from disk.
-func (s *Store) FSM(p uint32) (*FSM, error) {
-	f := &FSM{s: s, p: p}
+// FSM returns group g's state machine, loading its applied index from disk.
+func (s *Store) FSM(g Group) (*FSM, error) {
+	if g.End <= g.First {
+		return nil, fmt.Errorf("group %d holds no partition ([%d, %d))", g.ID, g.First, g.End)
+	}
+	f := &FSM{s: s, g: g}
 	if err := f.load(); err != nil {
 		return nil, err
 	}
@@ -50,17 +55,17 @@ func (f *FSM) load() error {
 		{metaApplied, f.applied.Store},
 		{metaTime, func(v uint64) { f.time.Store(int64(v)) }},
 	} {
-		v, closer, err := f.s.db.Get(metaKey(f.p, m.name))
+		v, closer, err := f.s.db.Get(metaKey(f.g.First, m.name))
 		if errors.Is(err, pebble.ErrNotFound) {
 			m.set(0)
 			continue
 		}
 		if err != nil {
-			return fmt.Errorf("load %s of partition %d: %w", m.name, f.p, err)
+			return fmt.Errorf("load %s of group %d: %w", m.name, f.g.ID, err)
 		}
 		if len(v) != 8 {
 			closer.Close()
-			return fmt.Errorf("corrupt %s of partition %d: %x", m.name, f.p, v)
+			return fmt.Errorf("corrupt %s of group %d: %x", m.name, f.g.ID, v)
 		}
 		m.set(binary.BigEndian.Uint64(v))
 		closer.Close()
@@ -72,7 +77,7 @@ func (f *FSM) load() error {
 func (f *FSM) AppliedIndex() uint64 { return f.applied.Load() }
 
 // LastTime is the greatest command time applied (Unix ms). A new leader never hands out a
-// time below it, so the partition's clock does not run backwards across failover.
+// time below it, so the partitions' clocks does not run backwards across failover.
 func (f *FSM) LastTime() int64 { return f.time.Load() }
 
 // Apply applies one entry.
@@ -95,18 +100,21 @@ func (f *FSM) ApplyBatch(logs []*raft.Log) []any {
 			continue
 		}
 		cmd, err := DecodeCommand(l.Data)
+		if err == nil {
+			err = f.confine(&cmd)
+		}
 		if err != nil {
-			resp[i] = fmt.Errorf("partition %d entry %d: %w", f.p, l.Index, err)
+			resp[i] = fmt.Errorf("group %d entry %d: %w", f.g.ID, l.Index, err)
 			continue
 		}
 		for _, op := range cmd.Ops {
 			if op.Delete {
-				err = b.Delete(StateKey(f.p, op.Key), nil)
+				err = b.Delete(StateKey(op.Partition, op.Key), nil)
 			} else {
-				err = b.Set(StateKey(f.p, op.Key), op.Value, nil)
+				err = b.Set(StateKey(op.Partition, op.Key), op.Value, nil)
 			}
 			if err != nil {
-				panic(fmt.Sprintf("partition %d: batch write: %v", f.p, err))
+				panic(fmt.Sprintf("group %d: batch write: %v", f.g.ID, err))
 			}
 		}
 		last = max(last, cmd.Time)
@@ -114,48 +122,70 @@ func (f *FSM) ApplyBatch(logs []*raft.Log) []any {
 	if applied == f.applied.Load() {
 		return resp
 	}
-	_ = b.Set(metaKey(f.p, metaApplied), binary.BigEndian.AppendUint64(nil, applied), nil)
-	_ = b.Set(metaKey(f.p, metaTime), binary.BigEndian.AppendUint64(nil, uint64(last)), nil)
+	_ = b.Set(metaKey(f.g.First, metaApplied), binary.BigEndian.AppendUint64(nil, applied), nil)
+	_ = b.Set(metaKey(f.g.First, metaTime), binary.BigEndian.AppendUint64(nil, uint64(last)), nil)
 	// A failed state write cannot be skipped without diverging from the other replicas, and
 	// cannot be retried blindly: stop the process, as etcd does, and let restart replay.
 	if err := b.Commit(pebble.NoSync); err != nil {
-		panic(fmt.Sprintf("partition %d: apply up to %d: %v", f.p, applied, err))
+		panic(fmt.Sprintf("group %d: apply up to %d: %v", f.g.ID, applied, err))
 	}
 	f.applied.Store(applied)
 	f.time.Store(last)
 	return resp
 }
 
-// StateHash returns the applied index and a SHA-256 over the partition's replicated state
-// (its 'm' and 's' sections), read through one Pebble iterator (a consistent view; a plain
+// confine gives a version 1 command's ops the group's first partition, and refuses a
+// command that names a partition outside the group (nothing of it is applied).
+func (f *FSM) confine(cmd *Command) error {
+	for i := range cmd.Ops {
+		if cmd.v1 {
+			cmd.Ops[i].Partition = f.g.First
+		}
+		if p := cmd.Ops[i].Partition; !f.g.Contains(p) {
+			return fmt.Errorf("%w: op %d names partition %d, outside the group's [%d, %d)", ErrBadCommand, i, p, f.g.First, f.g.End)
+		}
+	}
+	return nil
+}
+
+// StateHashes returns the applied index and, per partition of the group (First first), a
+// SHA-256 over its replicated state — its 'm' and 's' sections; the group's metadata is in
+// its first partition's — all read through one Pebble iterator (a consistent view; a plain
 // Pebble snapshot would not be, across a Restore's excise). Two replicas at the same applied
-// index must return the same hash; any difference is divergence.
-func (f *FSM) StateHash() (applied uint64, sum [32]byte, err error) {
-	lo, hi := snapshotBounds(f.p)
+// index must return the same hashes; any difference is divergence.
+func (f *FSM) StateHashes() (applied uint64, sums [][32]byte, err error) {
+	lo, hi := snapshotBounds(f.g)
 	it, err := f.s.db.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: hi})
 	if err != nil {
-		return 0, sum, err
+		return 0, nil, err
 	}
-	h := sha256.New()
+	hashes := make([]hash.Hash, f.g.End-f.g.First)
+	for i := range hashes {
+		hashes[i] = sha256.New()
+	}
 	strip := len(lo) - 1
-	applyKey := metaKey(f.p, metaApplied)
+	applyKey := metaKey(f.g.First, metaApplied)
 	var frame []byte
 	for ok := it.First(); ok; ok = it.Next() {
 		v, err := it.ValueAndErr()
 		if err != nil {
 			it.Close()
-			return 0, sum, err
+			return 0, nil, err
 		}
 		if bytes.Equal(it.Key(), applyKey) && len(v) == 8 {
 			applied = binary.BigEndian.Uint64(v)
 		}
+		p := binary.BigEndian.Uint32(it.Key()[1:5])
 		frame = AppendComponent(frame[:0], it.Key()[strip:])
 		frame = AppendComponent(frame, v)
-		h.Write(frame)
+		hashes[p-f.g.First].Write(frame)
 	}
 	if err := errors.Join(it.Error(), it.Close()); err != nil {
-		return 0, sum, err
+		return 0, nil, err
 	}
-	copy(sum[:], h.Sum(nil))
-	return applied, sum, nil
+	sums = make([][32]byte, len(hashes))
+	for i, h := range hashes {
+		copy(sums[i][:], h.Sum(nil))
+	}
+	return applied, sums, nil
 }

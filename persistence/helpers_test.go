@@ -2,6 +2,7 @@ package persistence
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -42,7 +43,7 @@ func newStore(t testing.TB) *Store {
 
 func newFSM(t testing.TB, s *Store, p uint32) *FSM {
 	t.Helper()
-	f, err := s.FSM(p)
+	f, err := s.FSM(Group{ID: p, First: p, End: p + 1})
 	if err != nil {
 		t.Fatalf("FSM(%d): %v", p, err)
 	}
@@ -52,10 +53,35 @@ func newFSM(t testing.TB, s *Store, p uint32) *FSM {
 func put(k, v string) Op { return Op{Key: []byte(k), Value: []byte(v)} }
 func del(k string) Op    { return Op{Delete: true, Key: []byte(k)} }
 
-// cmdLog builds a LogCommand entry holding the encoded command.
+// cmdLog builds a LogCommand entry holding the command in version 1, whose ops name no
+// partition and apply to the first of the FSM's group, as the logs of data directories
+// written when each group held one partition do. (groupCmdLog writes version 2.)
 func cmdLog(index uint64, time int64, ops ...Op) *raft.Log {
+	return &raft.Log{Index: index, Term: 1, Type: raft.LogCommand, Data: encodeV1(Command{Time: time, Ops: ops})}
+}
+
+// groupCmdLog builds a LogCommand entry holding the command in the current version.
+func groupCmdLog(index uint64, time int64, ops ...Op) *raft.Log {
 	c := Command{Time: time, Ops: ops}
 	return &raft.Log{Index: index, Term: 1, Type: raft.LogCommand, Data: c.Encode(nil)}
+}
+
+// encodeV1 writes c as version 1: version byte 1, time, op count, then per op its type, key
+// and (for puts) value, without the partition.
+func encodeV1(c Command) []byte {
+	dst := binary.AppendVarint([]byte{commandV1}, c.Time)
+	dst = binary.AppendUvarint(dst, uint64(len(c.Ops)))
+	for _, op := range c.Ops {
+		typ := byte(opPut)
+		if op.Delete {
+			typ = opDelete
+		}
+		dst = AppendComponent(append(dst, typ), op.Key)
+		if !op.Delete {
+			dst = AppendComponent(dst, op.Value)
+		}
+	}
+	return dst
 }
 
 // apply applies logs as one batch and fails the test on any error response.
@@ -84,7 +110,7 @@ func dumpState(t testing.TB, s *Store, p uint32) string {
 // dumpFSM renders partition p's state plus the FSM's applied index and last time.
 func dumpFSM(t testing.TB, s *Store, f *FSM) string {
 	t.Helper()
-	return fmt.Sprintf("applied=%d time=%d\n%s", f.AppliedIndex(), f.LastTime(), dumpState(t, s, f.p))
+	return fmt.Sprintf("applied=%d time=%d\n%s", f.AppliedIndex(), f.LastTime(), dumpState(t, s, f.g.First))
 }
 
 func getValue(t testing.TB, s *Store, p uint32, k string) (string, bool) {

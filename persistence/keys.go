@@ -8,16 +8,20 @@ import (
 
 // Key layout. Every key a node stores lives in one Pebble DB:
 //
-//	'n' <name>                         node metadata (e.g. the partition count P)
-//	'p' <partition u32> 'R' 'l' <index u64>   Raft log entry
-//	'p' <partition u32> 'R' 's' <key>         Raft stable store
-//	'p' <partition u32> 'm' <name>            FSM metadata (applied index, command time)
+//	'n' <name>                         node metadata (the partition and group counts)
+//	'p' <partition u32> 'R' 'l' <index u64>   Raft log entry of the group it is first of
+//	'p' <partition u32> 'R' 's' <key>         Raft stable store of the group it is first of
+//	'p' <partition u32> 'm' <name>            FSM metadata of the group it is first of
+//	                                          (applied index, command time)
 //	'p' <partition u32> 's' <state key>       replicated state, laid out by the actors package
 //
-// Integers are big-endian so that byte order is numeric order. A partition's snapshot covers
-// exactly its 'm' and 's' sections; the Raft sections are local to each replica and are never
-// part of a snapshot. Snapshots cover the byte range ['m', 't'), so no other section may sort
-// between 'm' and 's' (the Raft section is 'R', which sorts before both).
+// Integers are big-endian so that byte order is numeric order. A group of partitions
+// [First, End) keeps its Raft log, stable store and FSM metadata under First's prefix, so
+// its snapshot is one contiguous range, from First's 'm' section to the end of End-1's 's'
+// section: it holds the group's metadata and every one of its partitions' state, and the
+// only Raft sections inside it are those of partitions that are not first of a group, which
+// are empty. The Raft sections are local to each replica and are never part of a snapshot.
+// No section may sort between 'm' and 's' (the Raft section is 'R', which sorts before both).
 const (
 	prefixNode      = 'n'
 	prefixPartition = 'p'
@@ -34,6 +38,7 @@ var (
 	metaApplied     = []byte("applied")
 	metaTime        = []byte("time")
 	nodeParts       = []byte("partitions")
+	nodeGroups      = []byte("groups")
 	nodeIncarnation = []byte("incarnation")
 )
 
@@ -65,10 +70,11 @@ func StateKey(p uint32, k []byte) []byte {
 	return append(appendPartitionPrefix(make([]byte, 0, 6+len(k)), p, sectionState), k...)
 }
 
-// snapshotBounds returns [lower, upper) covering the 'm' and 's' sections of partition p.
-// The Raft section 'R' sorts before 'm', so it is outside.
-func snapshotBounds(p uint32) (lower, upper []byte) {
-	return partitionPrefix(p, sectionMeta), partitionPrefix(p, sectionState+1)
+// snapshotBounds returns [lower, upper) covering group g's metadata and state: from First's
+// 'm' section to the end of End-1's 's' section. First's Raft section 'R' sorts before 'm',
+// so it is outside.
+func snapshotBounds(g Group) (lower, upper []byte) {
+	return partitionPrefix(g.First, sectionMeta), partitionPrefix(g.End-1, sectionState+1)
 }
 
 // PrefixEnd returns the smallest key greater than every key with the given prefix, or nil

@@ -166,18 +166,22 @@ func TestStateKeyOrdering(t *testing.T) {
 	}
 }
 
-// TestSectionLayout checks that the sections of a partition do not overlap and that the
-// snapshot range [snapshotBounds) holds exactly the metadata and state sections: never the
-// Raft log or stable store, which are local to each replica.
+// TestSectionLayout checks that the sections of a partition do not overlap and that a
+// group's snapshot range [snapshotBounds) holds exactly the metadata and state sections of
+// its partitions: never its Raft log or stable store, which are local to each replica, nor
+// another group's keys.
 func TestSectionLayout(t *testing.T) {
-	for _, p := range []uint32{0, 3, math.MaxUint32} {
-		lo, hi := snapshotBounds(p)
+	for _, g := range []Group{{0, 0, 1}, {1, 3, 7}, {2, 4090, 4096}, {3, math.MaxUint32 - 1, math.MaxUint32}} {
+		lo, hi := snapshotBounds(g)
 		in := func(k []byte) bool { return bytes.Compare(k, lo) >= 0 && bytes.Compare(k, hi) < 0 }
-		for _, k := range [][]byte{metaKey(p, metaApplied), metaKey(p, metaTime), StateKey(p, nil), StateKey(p, []byte{0xff, 0xff})} {
-			if !in(k) {
-				t.Errorf("partition %d: key %x is outside the snapshot range [%x, %x)", p, k, lo, hi)
+		for p := g.First; p < g.End; p++ {
+			for _, k := range [][]byte{metaKey(p, metaApplied), metaKey(p, metaTime), StateKey(p, nil), StateKey(p, []byte{0xff, 0xff})} {
+				if !in(k) || !inGroupState(k, g) {
+					t.Errorf("group %+v: key %x is outside the snapshot range [%x, %x)", g, k, lo, hi)
+				}
 			}
 		}
+		p := g.First
 		for _, k := range []struct {
 			what string
 			key  []byte
@@ -186,21 +190,16 @@ func TestSectionLayout(t *testing.T) {
 			{"last log entry", logKey(p, math.MaxUint64)},
 			{"stable key CurrentTerm", stableKey(p, []byte("CurrentTerm"))},
 			{"node key", nodeKey(nodeParts)},
+			{"state of the partition before", StateKey(p-1, []byte{0xff})},
+			{"metadata of the partition after", metaKey(g.End, metaApplied)},
 		} {
-			if in(k.key) {
-				t.Errorf("partition %d: %s %x is inside the snapshot range [%x, %x)", p, k.what, k.key, lo, hi)
+			if in(k.key) || inGroupState(k.key, g) {
+				t.Errorf("group %+v: %s %x is inside the snapshot range [%x, %x)", g, k.what, k.key, lo, hi)
 			}
-		}
-		// Neighbouring partitions are outside too.
-		if p > 0 && in(StateKey(p-1, []byte{0xff})) {
-			t.Errorf("partition %d: snapshot range holds partition %d state", p, p-1)
-		}
-		if p < math.MaxUint32 && in(metaKey(p+1, metaApplied)) {
-			t.Errorf("partition %d: snapshot range holds partition %d metadata", p, p+1)
 		}
 		// Log keys sort by index.
 		if bytes.Compare(logKey(p, 255), logKey(p, 256)) >= 0 {
-			t.Errorf("partition %d: log keys not in index order", p)
+			t.Errorf("group %+v: log keys not in index order", g)
 		}
 	}
 }

@@ -12,9 +12,9 @@ import (
 	"github.com/hashicorp/raft"
 )
 
-// LogStore is partition p's Raft log in the node's Pebble DB. Writes are synced: an entry
-// StoreLogs has returned for survives a crash. Concurrent StoreLogs calls of different
-// partitions share fsyncs through Pebble's group commit.
+// LogStore is a Raft group's log in the node's Pebble DB, under the group's first partition
+// p. Writes are synced: an entry StoreLogs has returned for survives a crash. Concurrent
+// StoreLogs calls of different groups share fsyncs through Pebble's group commit.
 type LogStore struct {
 	s *Store
 	p uint32
@@ -22,7 +22,7 @@ type LogStore struct {
 
 var _ raft.LogStore = (*LogStore)(nil)
 
-// LogStore returns the Raft log store of partition p.
+// LogStore returns the Raft log store of the group whose first partition is p.
 func (s *Store) LogStore(p uint32) *LogStore { return &LogStore{s: s, p: p} }
 
 func (l *LogStore) bound(last bool) (uint64, error) {
@@ -59,7 +59,7 @@ func (l *LogStore) GetLog(index uint64, log *raft.Log) error {
 	}
 	defer closer.Close()
 	if err := decodeLog(v, log); err != nil {
-		return fmt.Errorf("decode log %d of partition %d: %w", index, l.p, err)
+		return fmt.Errorf("decode log %d of the group at partition %d: %w", index, l.p, err)
 	}
 	log.Index = index
 	return nil
@@ -80,7 +80,7 @@ func (l *LogStore) StoreLogs(logs []*raft.Log) error {
 		}
 	}
 	if err := b.Commit(pebble.Sync); err != nil {
-		return fmt.Errorf("commit logs of partition %d: %w", l.p, err)
+		return fmt.Errorf("commit logs of the group at partition %d: %w", l.p, err)
 	}
 	return nil
 }
@@ -92,7 +92,7 @@ func (l *LogStore) DeleteRange(min, max uint64) error {
 		end = PrefixEnd(append(partitionPrefix(l.p, sectionRaft), raftLog))
 	}
 	if err := l.s.db.DeleteRange(logKey(l.p, min), end, pebble.Sync); err != nil {
-		return fmt.Errorf("delete logs %d..%d of partition %d: %w", min, max, l.p, err)
+		return fmt.Errorf("delete logs %d..%d of the group at partition %d: %w", min, max, l.p, err)
 	}
 	return nil
 }

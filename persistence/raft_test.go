@@ -64,8 +64,12 @@ func startRaft(t *testing.T, s *Store, fsm raft.FSM, snaps raft.SnapshotStore, b
 	}
 }
 
+// raftApply applies c, its ops in raftPartition.
 func raftApply(t *testing.T, r *raft.Raft, c Command) raft.ApplyFuture {
 	t.Helper()
+	for i := range c.Ops {
+		c.Ops[i].Partition = raftPartition
+	}
 	f := r.Apply(c.Encode(nil), 5*time.Second)
 	if err := f.Error(); err != nil {
 		t.Fatalf("Apply: %v", err)
@@ -89,7 +93,7 @@ func keyName(i int) string { return fmt.Sprintf("key/%03d", i) }
 func stateString(s *Store, f *FSM) (string, error) {
 	var sb strings.Builder
 	fmt.Fprintf(&sb, "applied=%d time=%d\n", f.AppliedIndex(), f.LastTime())
-	err := s.Scan(f.p, nil, nil, false, func(k, v []byte) bool {
+	err := s.Scan(f.g.First, nil, nil, false, func(k, v []byte) bool {
 		fmt.Fprintf(&sb, "%q=%q\n", k, v)
 		return true
 	})

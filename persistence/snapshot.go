@@ -19,54 +19,59 @@ import (
 	"github.com/hashicorp/raft"
 )
 
-// Snapshot stream format: a magic string, then for each key of the partition's 'm' and 's'
-// sections (in order) the key relative to the partition prefix and the value, each
-// length-prefixed; a zero-length key ends the stream and is followed by the CRC-32C of all
-// preceding bytes (big-endian). Relative keys keep a snapshot valid for the same partition on
-// any node.
-const snapshotMagic = "shardkeeper-snap-v1\n"
+// Snapshot stream format: a magic string, then for each key of the group's range (its first
+// partition's 'm' section to its last partition's 's' section, in order) the key without its
+// leading 'p' (so: partition, section, rest) and the value, each length-prefixed; a
+// zero-length key ends the stream and is followed by the CRC-32C of all preceding bytes
+// (big-endian). Version 1 streams, written when every group held one partition, carried keys
+// relative to the partition (section, rest); they are still read, as the group's first
+// partition's.
+const (
+	snapshotMagic   = "shardkeeper-snap-v2\n"
+	snapshotMagicV1 = "shardkeeper-snap-v1\n"
+)
 
 var crcTable = crc32.MakeTable(crc32.Castagnoli)
 
-// Snapshot captures the partition's state at the current applied index. It first syncs the
+// Snapshot captures the group's state at the current applied index. It first syncs the
 // WAL, because raft compacts its log once the snapshot is persisted and the unsynced state
 // batches must be durable before the log entries that could replay them are gone.
 //
-// The capture is an eventually-file-only snapshot of the partition's range, not a plain Pebble
+// The capture is an eventually-file-only snapshot of the group's range, not a plain Pebble
 // snapshot: raft persists it concurrently with later FSM operations, which include Restore,
 // and a plain snapshot's iterators see an excise made after it was taken (Persist would then
 // write the restored state, or nothing, under this snapshot's index).
 func (f *FSM) Snapshot() (raft.FSMSnapshot, error) {
 	if err := f.s.db.LogData(nil, pebble.Sync); err != nil {
-		return nil, fmt.Errorf("sync before snapshot of partition %d: %w", f.p, err)
+		return nil, fmt.Errorf("sync before snapshot of group %d: %w", f.g.ID, err)
 	}
-	lo, hi := snapshotBounds(f.p)
-	return &fsmSnapshot{snap: f.s.db.NewEventuallyFileOnlySnapshot([]pebble.KeyRange{{Start: lo, End: hi}}), p: f.p}, nil
+	lo, hi := snapshotBounds(f.g)
+	return &fsmSnapshot{snap: f.s.db.NewEventuallyFileOnlySnapshot([]pebble.KeyRange{{Start: lo, End: hi}}), g: f.g}, nil
 }
 
 type fsmSnapshot struct {
 	snap *pebble.EventuallyFileOnlySnapshot
-	p    uint32
+	g    Group
 }
 
 // Persist streams the captured key range to sink.
 func (s *fsmSnapshot) Persist(sink raft.SnapshotSink) error {
 	if err := s.write(sink); err != nil {
 		_ = sink.Cancel()
-		return fmt.Errorf("persist snapshot of partition %d: %w", s.p, err)
+		return fmt.Errorf("persist snapshot of group %d: %w", s.g.ID, err)
 	}
 	return sink.Close()
 }
 
 func (s *fsmSnapshot) write(w io.Writer) error {
-	lo, hi := snapshotBounds(s.p)
+	lo, hi := snapshotBounds(s.g)
 	it, err := s.snap.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: hi})
 	if err != nil {
 		return err
 	}
 	crc := crc32.New(crcTable)
 	bw := bufio.NewWriterSize(io.MultiWriter(w, crc), 1<<16)
-	strip := len(lo) - 1 // keep the section byte
+	const strip = 1 // the 'p' every key of the range starts with
 	_, _ = bw.WriteString(snapshotMagic)
 	var frame []byte
 	for ok := it.First(); ok; ok = it.Next() {
@@ -96,36 +101,36 @@ func (s *fsmSnapshot) write(w io.Writer) error {
 // Release frees the Pebble snapshot.
 func (s *fsmSnapshot) Release() { _ = s.snap.Close() }
 
-// Restore replaces the partition's state with the snapshot in rc, atomically, in bounded
+// Restore replaces the group's state with the snapshot in rc, atomically, in bounded
 // memory. The keys (which the stream carries in order) are written to an sstable beside the
 // database; only once the stream's checksum has been verified is the sstable ingested with an
-// excise of the partition's range: one atomic, durable step (a synced WAL record or a
+// excise of the group's range: one atomic, durable step (a synced WAL record or a
 // manifest edit) that drops the old state and adds the new. A crash leaves either the old
-// state or the new, never a mix; a partition of any size restores without holding it in
+// state or the new, never a mix; a group of any size restores without holding it in
 // memory.
 func (f *FSM) Restore(rc io.ReadCloser) error {
 	defer rc.Close()
 	start := time.Now()
 	keys, err := f.restore(rc)
 	if err != nil {
-		return fmt.Errorf("restore partition %d: %w", f.p, err)
+		return fmt.Errorf("restore group %d: %w", f.g.ID, err)
 	}
 	if err := f.load(); err != nil {
 		return err
 	}
-	f.s.logger.Info("partition restored from a snapshot", "partition", f.p, "applied_index", f.AppliedIndex(),
+	f.s.logger.Info("raft group restored from a snapshot", "group", f.g.ID, "applied_index", f.AppliedIndex(),
 		"keys", keys, "duration", time.Since(start).Round(time.Millisecond))
 	return nil
 }
 
-// restore writes the snapshot in r over the partition's state and returns its key count.
+// restore writes the snapshot in r over the group's state and returns its key count.
 func (f *FSM) restore(r io.Reader) (int, error) {
-	lo, hi := snapshotBounds(f.p)
+	lo, hi := snapshotBounds(f.g)
 	fs := f.s.opts.FS
 	if err := fs.MkdirAll(restoreDir(f.s.dir), 0o755); err != nil {
 		return 0, err
 	}
-	path := filepath.Join(restoreDir(f.s.dir), fmt.Sprintf("p%04d.sst", f.p))
+	path := filepath.Join(restoreDir(f.s.dir), fmt.Sprintf("p%04d.sst", f.g.First))
 	file, err := fs.Create(path, vfs.WriteCategoryUnspecified)
 	if err != nil {
 		return 0, err
@@ -134,15 +139,12 @@ func (f *FSM) restore(r io.Reader) (int, error) {
 	// skips; on failure the file stays. Either way nothing may be left behind.
 	defer func() { _ = fs.Remove(path) }()
 	w := sstable.NewWriter(objstorageprovider.NewFileWritable(file), f.s.opts.MakeWriterOptions(numLevels-1, f.s.db.TableFormat()))
-	prefix := lo[:len(lo)-1]
 	keys := 0
-	var key []byte
-	err = readSnapshot(r, func(k, v []byte) error {
-		if len(k) == 0 || (k[0] != sectionMeta && k[0] != sectionState) {
-			return fmt.Errorf("snapshot key %x outside the partition's state", k)
+	err = readSnapshot(r, lo[:len(lo)-1], func(key, v []byte) error {
+		if !inGroupState(key, f.g) {
+			return fmt.Errorf("snapshot key %x outside the group's state", key)
 		}
 		keys++
-		key = append(append(key[:0], prefix...), k...)
 		return w.Set(key, v)
 	})
 	if err = errors.Join(err, w.Close()); err != nil { // Close syncs the file
@@ -155,6 +157,14 @@ func (f *FSM) restore(r io.Reader) (int, error) {
 	return keys, nil
 }
 
+// inGroupState reports whether key is in the 'm' or 's' section of one of g's partitions.
+func inGroupState(key []byte, g Group) bool {
+	if len(key) < 6 || key[0] != prefixPartition || (key[5] != sectionMeta && key[5] != sectionState) {
+		return false
+	}
+	return g.Contains(binary.BigEndian.Uint32(key[1:5]))
+}
+
 // restoreDir holds the sstables of restores in progress: beside the database, on the same
 // file system, as ingestion requires.
 func restoreDir(dbDir string) string { return filepath.Clean(dbDir) + ".restore" }
@@ -162,13 +172,23 @@ func restoreDir(dbDir string) string { return filepath.Clean(dbDir) + ".restore"
 // numLevels is Pebble's LSM depth; a restored partition is written for the lowest level.
 const numLevels = len(pebble.Options{}.Levels)
 
-// readSnapshot parses a snapshot stream, calling fn per key, and verifies its checksum.
-func readSnapshot(r io.Reader, fn func(k, v []byte) error) error {
+// readSnapshot parses a snapshot stream, calling fn per key (a full Pebble key: v1Prefix
+// before a version 1 stream's keys, 'p' before the others), and verifies its checksum.
+func readSnapshot(r io.Reader, v1Prefix []byte, fn func(key, v []byte) error) error {
 	cr := &crcReader{r: bufio.NewReaderSize(r, 1<<16), crc: crc32.New(crcTable)}
 	magic := make([]byte, len(snapshotMagic))
-	if _, err := io.ReadFull(cr, magic); err != nil || string(magic) != snapshotMagic {
+	prefix := []byte{prefixPartition}
+	if _, err := io.ReadFull(cr, magic); err != nil {
 		return fmt.Errorf("not a shardkeeper snapshot")
 	}
+	switch string(magic) {
+	case snapshotMagic:
+	case snapshotMagicV1:
+		prefix = v1Prefix
+	default:
+		return fmt.Errorf("not a shardkeeper snapshot")
+	}
+	var key []byte
 	readPart := func() ([]byte, error) {
 		n, err := binary.ReadUvarint(cr)
 		if err != nil {
@@ -193,7 +213,8 @@ func readSnapshot(r io.Reader, fn func(k, v []byte) error) error {
 		if err != nil {
 			return fmt.Errorf("read value: %w", err)
 		}
-		if err := fn(k, v); err != nil {
+		key = append(append(key[:0], prefix...), k...)
+		if err := fn(key, v); err != nil {
 			return err
 		}
 	}

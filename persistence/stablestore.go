@@ -9,8 +9,8 @@ import (
 	"github.com/hashicorp/raft"
 )
 
-// StableStore is partition p's Raft stable store (current term, vote) in the node's Pebble
-// DB. Writes are synced.
+// StableStore is a Raft group's stable store (current term, vote) in the node's Pebble DB,
+// under the group's first partition p. Writes are synced.
 type StableStore struct {
 	s *Store
 	p uint32
@@ -18,7 +18,7 @@ type StableStore struct {
 
 var _ raft.StableStore = (*StableStore)(nil)
 
-// StableStore returns the Raft stable store of partition p.
+// StableStore returns the Raft stable store of the group whose first partition is p.
 func (s *Store) StableStore(p uint32) *StableStore { return &StableStore{s: s, p: p} }
 
 // errNotFound carries the exact text hashicorp/raft compares against for a missing key.

@@ -2,13 +2,11 @@ package persistence
 
 import (
 	"crypto/rand"
-	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"io/fs"
 	"log/slog"
-	"strconv"
 	"strings"
 	"syscall"
 
@@ -114,34 +112,6 @@ func lockHeld(err error) bool {
 
 // Close closes the database and releases its directory. Nothing may use the Store afterwards.
 func (s *Store) Close() error { return errors.Join(s.db.Close(), s.lock.Close()) }
-
-// EnsurePartitions records the partition count on first use and afterwards refuses any other
-// count: P decides which partition every identity hashes to, so it can never change.
-func (s *Store) EnsurePartitions(n int) error {
-	v, closer, err := s.db.Get(nodeKey(nodeParts))
-	switch {
-	case errors.Is(err, pebble.ErrNotFound):
-		return s.db.Set(nodeKey(nodeParts), binary.BigEndian.AppendUint32(nil, uint32(n)), pebble.Sync)
-	case err != nil:
-		return fmt.Errorf("read partition count: %w", err)
-	}
-	defer closer.Close()
-	if len(v) != 4 {
-		return fmt.Errorf("corrupt partition count record %x", v)
-	}
-	if have := int(binary.BigEndian.Uint32(v)); have != n {
-		return &PartitionMismatchError{Recorded: have, Requested: n}
-	}
-	return nil
-}
-
-// PartitionMismatchError is returned when a data directory was bootstrapped with a different P.
-type PartitionMismatchError struct{ Recorded, Requested int }
-
-func (e *PartitionMismatchError) Error() string {
-	return "data directory was bootstrapped with --partitions=" + strconv.Itoa(e.Recorded) +
-		" but --partitions=" + strconv.Itoa(e.Requested) + " was given; P is fixed for the life of the cluster"
-}
 
 // Get returns a copy of the value of relative state key k in partition p.
 func (s *Store) Get(p uint32, k []byte) (value []byte, ok bool, err error) {

@@ -73,8 +73,8 @@ func TestGated(t *testing.T) {
 	}}, testkinds.Counter())
 	done := make(chan error, 1)
 	go func() { _, err := h.Call(testkinds.CounterKind, "g", "incr", nil); done <- err }()
-	if p := <-g.Proposed; p != h.Partition(testkinds.CounterKind, "g") {
-		t.Fatalf("proposed to partition %d", p)
+	if grp := <-g.Proposed; grp != actortest.Layout.Of(h.Partition(testkinds.CounterKind, "g")) {
+		t.Fatalf("proposed to group %d", grp)
 	}
 	select {
 	case err := <-done:

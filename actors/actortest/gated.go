@@ -16,7 +16,7 @@ import (
 //	}}, kinds...)
 type Gated struct {
 	*actors.MemReplicator
-	// Proposed receives the partition of each proposal as it is made.
+	// Proposed receives the Raft group of each proposal as it is made.
 	Proposed chan uint32
 	// Release takes one value per proposal, in order: nil commits it, an error fails it.
 	Release chan error
@@ -28,14 +28,14 @@ func NewGated(mem *actors.MemReplicator) *Gated {
 }
 
 // Propose implements actors.Replicator.
-func (g *Gated) Propose(p uint32, cmd []byte) actors.Future {
-	g.Proposed <- p
-	return &gatedFuture{g: g, p: p, cmd: cmd}
+func (g *Gated) Propose(grp uint32, cmd []byte) actors.Future {
+	g.Proposed <- grp
+	return &gatedFuture{g: g, grp: grp, cmd: cmd}
 }
 
 type gatedFuture struct {
 	g    *Gated
-	p    uint32
+	grp  uint32
 	cmd  []byte
 	once sync.Once
 	err  error
@@ -44,7 +44,7 @@ type gatedFuture struct {
 func (f *gatedFuture) Error() error {
 	f.once.Do(func() {
 		if f.err = <-f.g.Release; f.err == nil {
-			f.err = f.g.MemReplicator.Propose(f.p, f.cmd).Error()
+			f.err = f.g.MemReplicator.Propose(f.grp, f.cmd).Error()
 		}
 	})
 	return f.err

@@ -18,14 +18,21 @@ import (
 	"github.com/shardkeeper/shardkeeper/test/await"
 )
 
-// Partitions is the number of partitions of a Harness.
-const Partitions = 4
+// Partitions is the number of partitions of a Harness, spread over Groups Raft groups (two
+// partitions each), so that commands carry the batches of several partitions.
+const (
+	Partitions = 4
+	Groups     = 2
+)
+
+// Layout is a Harness's map of partitions to groups.
+var Layout = persistence.Layout{Partitions: Partitions, Groups: Groups}
 
 // Options configure a Harness.
 type Options struct {
 	// Runtime tunes the runtime (RequestTimeout, IdleTimeout, AlarmBackoff, MaxAlarmRetries,
 	// MaxEffects, MaxEffectsPerActor, Clock); the harness sets Store, Replicator, Partitions,
-	// Registerer and Logger.
+	// Groups, Registerer and Logger.
 	Runtime actors.Options
 	// Wrap, when set, puts a replicator of the test's (a Gated one, say) in front of the
 	// in-memory one.
@@ -58,7 +65,7 @@ func New(t testing.TB, o Options, kinds ...actors.Kind) *Harness {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { store.Close() })
-	mem, err := actors.NewMemReplicator(store, Partitions)
+	mem, err := actors.NewMemReplicator(store, Layout)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -76,7 +83,7 @@ func (h *Harness) Restart(kinds ...actors.Kind) {
 	}
 	opts := h.opts.Runtime
 	h.Metrics = prometheus.NewRegistry()
-	opts.Store, opts.Partitions, opts.Registerer, opts.Logger = h.Store, Partitions, h.Metrics, Logger()
+	opts.Store, opts.Partitions, opts.Groups, opts.Registerer, opts.Logger = h.Store, Partitions, Groups, h.Metrics, Logger()
 	opts.Replicator = h.Mem
 	if h.opts.Wrap != nil {
 		opts.Replicator = h.opts.Wrap(h.Mem)
@@ -87,8 +94,8 @@ func (h *Harness) Restart(kinds ...actors.Kind) {
 	}
 	h.Runtime = rt
 	h.t.Cleanup(rt.Close)
-	for p := range uint32(Partitions) {
-		rt.SetLeader(p, true)
+	for g := range uint32(Groups) {
+		rt.SetLeader(g, true)
 	}
 	WaitReady(h.t, rt, Partitions)
 }
@@ -106,13 +113,13 @@ func WaitReady(t testing.TB, rt *actors.Runtime, n int) {
 	})
 }
 
-// Failover drops and regains the leadership of every partition: activations restart and
-// every partition's alarm scheduler rescans its index with the current clock.
+// Failover drops and regains the leadership of every group: activations restart and every
+// partition's alarm scheduler rescans its index with the current clock.
 func (h *Harness) Failover() {
 	h.t.Helper()
-	for p := range uint32(Partitions) {
-		h.Runtime.SetLeader(p, false)
-		h.Runtime.SetLeader(p, true)
+	for g := range uint32(Groups) {
+		h.Runtime.SetLeader(g, false)
+		h.Runtime.SetLeader(g, true)
 	}
 	WaitReady(h.t, h.Runtime, Partitions)
 }

@@ -103,7 +103,7 @@ func (e usageError) Unwrap() error { return e.error }
 const statusUsage = `Usage: shardkeeper status [members] [--addr host:port] [--json]
 
 Prints one node's view of the cluster: the members as gossip sees them, and every
-partition's leader, voters, non-voters and applied index. "status members" prints the
+partition's Raft group, leader, voters, non-voters and applied index. "status members" prints the
 members only.
 
 Flags:
@@ -255,6 +255,7 @@ type memberView struct {
 
 type partitionView struct {
 	ID              uint32            `json:"id"`
+	Group           *uint32           `json:"group"` // nil from a node that predates Raft groups
 	Leader          string            `json:"leader"`
 	Replicas        []string          `json:"replicas"`
 	Voters          []string          `json:"voters"`
@@ -273,13 +274,17 @@ func printMembers(out io.Writer, members []memberView, now time.Time) error {
 }
 
 func printPartitions(out io.Writer, partitions []partitionView) error {
-	rows := [][]string{{"ID", "LEADER", "VOTERS", "NON-VOTERS", "APPLIED", ""}}
+	rows := [][]string{{"ID", "GROUP", "LEADER", "VOTERS", "NON-VOTERS", "APPLIED", ""}}
 	for _, p := range partitions {
 		voters := p.Voters
 		if voters == nil && p.NonVoters == nil {
 			voters = p.Replicas // a node that reports replicas only
 		}
-		rows = append(rows, []string{strconv.FormatUint(uint64(p.ID), 10), dash(p.Leader), list(voters),
+		group := "-"
+		if p.Group != nil {
+			group = strconv.FormatUint(uint64(*p.Group), 10)
+		}
+		rows = append(rows, []string{strconv.FormatUint(uint64(p.ID), 10), group, dash(p.Leader), list(voters),
 			list(p.NonVoters), strconv.FormatUint(p.AppliedIndex, 10), notes(p)})
 	}
 	return writeTable(out, rows)

@@ -20,8 +20,8 @@ const clusterBody = `{"node_id":"n1",
   {"node_id":"n2","server_id":"n2@bb","state":"failed","state_since":1700000176000,"http_addr":"127.0.0.1:18082"},
   {"node_id":"n3","state":"suspect","http_addr":"127.0.0.1:18083"}],
  "partitions":[
-  {"id":0,"leader":"n1","replicas":["n1","n2","n3"],"voters":["n1","n2"],"non_voters":["n3"],"applied_index":42,"lag":{"n3":7},"under_replicated":true},
-  {"id":1,"leader":"","replicas":["n1","n2","n3"],"voters":["n1","n2","n3"],"applied_index":9},
+  {"id":0,"group":0,"leader":"n1","replicas":["n1","n2","n3"],"voters":["n1","n2"],"non_voters":["n3"],"applied_index":42,"lag":{"n3":7},"under_replicated":true},
+  {"id":1,"group":0,"leader":"","replicas":["n1","n2","n3"],"voters":["n1","n2","n3"],"applied_index":9},
   {"id":2,"leader":"n3","replicas":["n3","n1"],"applied_index":5}],
  "future_field":{"x":1}}`
 
@@ -66,10 +66,10 @@ func TestStatusTables(t *testing.T) {
 		{"n2", "failed", "14s", "127.0.0.1:18082"},
 		{"n3", "suspect", "-", "127.0.0.1:18083"},
 		{},
-		{"ID", "LEADER", "VOTERS", "NON-VOTERS", "APPLIED"},
-		{"0", "n1", "n1,n2", "n3", "42", "under-replicated"},
-		{"1", "-", "n1,n2,n3", "-", "9"},
-		{"2", "n3", "n3,n1", "-", "5"}, // no voters field: the replicas stand in
+		{"ID", "GROUP", "LEADER", "VOTERS", "NON-VOTERS", "APPLIED"},
+		{"0", "0", "n1", "n1,n2", "n3", "42", "under-replicated"},
+		{"1", "0", "-", "n1,n2,n3", "-", "9"},
+		{"2", "-", "n3", "n3,n1", "-", "5"}, // no voters or group field: the replicas stand in
 	}
 	checkRows(t, out.String(), want)
 	for _, l := range strings.Split(out.String(), "\n") {
@@ -145,8 +145,8 @@ func TestStatusToleratesAbsentFields(t *testing.T) {
 		{"view", "of", "node", "n1"}, {},
 		{"NODE", "STATE", "FOR", "HTTP"},
 		{"n1", "alive", "-", "-"}, {},
-		{"ID", "LEADER", "VOTERS", "NON-VOTERS", "APPLIED"},
-		{"0", "-", "-", "-", "0"},
+		{"ID", "GROUP", "LEADER", "VOTERS", "NON-VOTERS", "APPLIED"},
+		{"0", "-", "-", "-", "-", "0"},
 	})
 }
 

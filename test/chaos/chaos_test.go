@@ -334,8 +334,8 @@ func restartWithData(s *scenario) {
 }
 
 // wipeAndRejoin: SIGKILL of a random node, its data directory wiped, restarted: it rejoins
-// as a new replica (a new incarnation) of every partition. The other replicas have compacted
-// their logs (nodeFlags), so it catches up from snapshots: at least one partition must have
+// as a new replica (a new incarnation) of every Raft group. The other replicas have compacted
+// their logs (nodeFlags), so it catches up from snapshots: at least one group must have
 // been restored from one (the state hashes checked after the scenario cover their content).
 func wipeAndRejoin(s *scenario) {
 	c := s.c
@@ -349,14 +349,14 @@ func wipeAndRejoin(s *scenario) {
 	c.note("%s (wiped) restarted and ready", n.Config.NodeID)
 	c.waitLeaders(30 * time.Second)
 	deadline := time.Now().Add(30 * time.Second)
-	for !strings.Contains(n.Output(), "partition restored from a snapshot") {
+	for !strings.Contains(n.Output(), "raft group restored from a snapshot") {
 		if time.Now().After(deadline) {
-			s.t.Errorf("%s (wiped) restored no partition from a snapshot within 30 s of rejoining", n.Config.NodeID)
+			s.t.Errorf("%s (wiped) restored no raft group from a snapshot within 30 s of rejoining", n.Config.NodeID)
 			return
 		}
 		s.sleep(100 * time.Millisecond)
 	}
-	c.note("%s restored %d partitions from snapshots so far", n.Config.NodeID, strings.Count(n.Output(), "partition restored from a snapshot"))
+	c.note("%s restored %d raft groups from snapshots so far", n.Config.NodeID, strings.Count(n.Output(), "raft group restored from a snapshot"))
 }
 
 // rollingRestart: SIGTERM of every node in turn (exit 0 expected), each restarted and ready

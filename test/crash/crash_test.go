@@ -13,7 +13,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -33,11 +32,15 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-const partitions = 4
+// The crash tests' layout: four partitions in two Raft groups.
+const (
+	partitions = 4
+	groups     = 2
+)
 
 // fastFlags make a one-node cluster elect itself quickly after a restart.
 var fastFlags = []string{
-	"--partitions", strconv.Itoa(partitions),
+	"--partitions", strconv.Itoa(partitions), "--raft-groups", strconv.Itoa(groups),
 	"--raft-heartbeat-timeout", "200ms", "--raft-election-timeout", "200ms",
 	"--request-timeout", "2s", "--log-level", "info",
 }
@@ -347,7 +350,7 @@ func TestAlarmFiresAfterKill(t *testing.T) {
 		want float64
 	}{
 		{"shardkeeper_build_info", 1},
-		{"shardkeeper_raft_leader", float64(partitions)},
+		{"shardkeeper_raft_leader", float64(groups)},
 		{`shardkeeper_members{state="alive"}`, 1},
 		{`shardkeeper_members{state="failed"}`, 0},
 		{"shardkeeper_partitions_without_leader", 0},
@@ -357,8 +360,8 @@ func TestAlarmFiresAfterKill(t *testing.T) {
 			t.Errorf("%s = %g, want %g; /metrics:\n%s", m.name, got, m.want, grepLines(text, "shardkeeper_"))
 		}
 	}
-	if got, _ := metricSum(t, n, "shardkeeper_raft_commit_index"); got < float64(partitions) {
-		t.Errorf("shardkeeper_raft_commit_index sums to %g over %d partitions, want at least one entry each", got, partitions)
+	if got, _ := metricSum(t, n, "shardkeeper_raft_commit_index"); got < float64(groups) {
+		t.Errorf("shardkeeper_raft_commit_index sums to %g over %d raft groups, want at least one entry each", got, groups)
 	}
 }
 
@@ -400,43 +403,58 @@ func grepLines(text, sub string) string {
 	return strings.Join(out, "\n")
 }
 
-// TestPartitionCountMismatchRefusesToStart also covers SIGTERM → exit 0 of the real binary.
-func TestPartitionCountMismatchRefusesToStart(t *testing.T) {
+// TestLayoutMismatchRefusesToStart: a data directory keeps the partition count and the
+// Raft group count it was bootstrapped with; another value of either refuses to start and
+// names both values. It also covers SIGTERM → exit 0 of the real binary.
+func TestLayoutMismatchRefusesToStart(t *testing.T) {
 	bin := proc.Build(t, "./cmd/shardkeeper")
 	dir := t.TempDir()
-	flags := func(p int) []string {
-		return []string{"--partitions", strconv.Itoa(p), "--raft-heartbeat-timeout", "200ms", "--raft-election-timeout", "200ms"}
+	flags := func(extra ...string) []string {
+		return append([]string{"--raft-heartbeat-timeout", "200ms", "--raft-election-timeout", "200ms"}, extra...)
 	}
-	n := proc.StartReady(t, proc.Config{Bin: bin, Command: []string{"serve"}, DataDir: dir, Flags: flags(8)})
+	// --raft-groups 0 (the default) in a new directory of 8 partitions: 3 groups.
+	n := proc.StartReady(t, proc.Config{Bin: bin, Command: []string{"serve"}, DataDir: dir, Flags: flags("--partitions", "8")})
 	if code := n.Term(); code != 0 {
 		t.Fatalf("shardkeeper serve exited %d after SIGTERM, want 0", code)
 	}
 
-	bad := proc.Start(t, proc.Config{Bin: bin, Command: []string{"serve"}, DataDir: dir, Flags: flags(16)})
-	code, exited := bad.Wait(20 * time.Second)
-	if !exited {
-		bad.Kill()
-		t.Fatalf("shardkeeper serve --partitions 16 on a directory bootstrapped with 8 still runs after 20s")
-	}
-	out := bad.Output()
-	if code == 0 {
-		t.Errorf("shardkeeper serve --partitions 16 on a directory bootstrapped with 8 exited 0")
-	}
-	eight, sixteen := regexp.MustCompile(`\b8\b`), regexp.MustCompile(`\b16\b`)
-	named := false
-	for _, line := range strings.Split(out, "\n") {
-		if strings.Contains(line, "partitions") && eight.MatchString(line) && sixteen.MatchString(line) {
-			named = true
-			t.Logf("exit %d: %s", code, line)
+	for _, c := range []struct {
+		flags       []string
+		name        string // the flag the refusal names
+		recorded, q string
+	}{
+		{[]string{"--partitions", "16"}, "partitions", "8", "16"},
+		{[]string{"--partitions", "8", "--raft-groups", "5"}, "raft-groups", "3", "5"},
+	} {
+		bad := proc.Start(t, proc.Config{Bin: bin, Command: []string{"serve"}, DataDir: dir, Flags: flags(c.flags...)})
+		code, exited := bad.Wait(20 * time.Second)
+		if !exited {
+			bad.Kill()
+			t.Fatalf("shardkeeper serve %v on a directory bootstrapped with --%s=%s still runs after 20s", c.flags, c.name, c.recorded)
+		}
+		out := bad.Output()
+		if code == 0 {
+			t.Errorf("shardkeeper serve %v on a directory bootstrapped with --%s=%s exited 0", c.flags, c.name, c.recorded)
+		}
+		named := false
+		for _, line := range strings.Split(out, "\n") {
+			if strings.Contains(line, "--"+c.name+"="+c.recorded+" ") && strings.Contains(line, "--"+c.name+"="+c.q+" ") {
+				named = true
+				t.Logf("exit %d: %s", code, line)
+			}
+		}
+		if !named {
+			t.Errorf("no line of the output (exit %d) names --%s=%s and %s:\n%s", code, c.name, c.recorded, c.q, out)
 		}
 	}
-	if !named {
-		t.Errorf("no line of the output (exit %d) names the partition counts 8 and 16:\n%s", code, out)
-	}
 
-	// Refusing did not damage the directory: the right partition count still starts.
+	// Refusing did not damage the directory: the recorded layout starts, named or by default.
 	n.RestartReady()
 	if code := n.Term(); code != 0 {
 		t.Fatalf("shardkeeper serve exited %d after the second SIGTERM, want 0", code)
+	}
+	named := proc.StartReady(t, proc.Config{Bin: bin, Command: []string{"serve"}, DataDir: dir, Flags: flags("--partitions", "8", "--raft-groups", "3")})
+	if code := named.Term(); code != 0 {
+		t.Fatalf("shardkeeper serve --raft-groups 3 exited %d after SIGTERM, want 0", code)
 	}
 }

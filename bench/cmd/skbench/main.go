@@ -70,6 +70,7 @@ type options struct {
 	bin              string
 	urls             []string
 	partitions       int
+	raftGroups       int
 	devices, servers int
 	keep             bool
 	skipRelayer      bool
@@ -82,6 +83,14 @@ type options struct {
 	profile          string // directory for CPU profiles of the nodes
 	profileClients   int
 	profileFrom      []string // the nodes' debug URLs, while measuring shardkeeper
+}
+
+// layoutArgs are the shardkeeper flags of the partition layout beyond --partitions.
+func (o options) layoutArgs() []string {
+	if o.raftGroups == 0 {
+		return nil
+	}
+	return []string{"--raft-groups", strconv.Itoa(o.raftGroups)}
 }
 
 func main() {
@@ -122,6 +131,7 @@ func parseFlags(args []string) (options, error) {
 	fs.StringVar(&o.bin, "bin", "", "shardkeeper binary to run (default: go build one from this module)")
 	urls := fs.String("url", "", "comma-separated base URLs of a running shardkeeper to measure instead of starting one (its limits must be out of the workloads' reach)")
 	fs.IntVar(&o.partitions, "partitions", 16, "shardkeeper --partitions")
+	fs.IntVar(&o.raftGroups, "raft-groups", 0, "shardkeeper --raft-groups (0: the server's default)")
 	fs.IntVar(&o.devices, "devices", 256, "pre-registered devices of the device workload")
 	fs.IntVar(&o.servers, "servers", 1000, "server ids the heartbeat workload rotates over")
 	fs.BoolVar(&o.keep, "keep", false, "keep the temporary directory (data, logs, binary)")
@@ -270,7 +280,7 @@ func runShardkeeper(ctx context.Context, o options, tmp string, rows *[]row) err
 			return err
 		}
 		if o.nodes == 3 {
-			nodes, err := startShardkeeperCluster(ctx, bin, dir, o.partitions, 3)
+			nodes, err := startShardkeeperCluster(ctx, bin, dir, o.partitions, 3, o.layoutArgs()...)
 			if err != nil {
 				return err
 			}
@@ -284,7 +294,7 @@ func runShardkeeper(ctx context.Context, o options, tmp string, rows *[]row) err
 				o.profileFrom = append(o.profileFrom, n.debug)
 			}
 		} else {
-			node, err := startShardkeeper(ctx, bin, dir, o.partitions)
+			node, err := startShardkeeper(ctx, bin, dir, o.partitions, o.layoutArgs()...)
 			if err != nil {
 				return err
 			}

@@ -211,11 +211,18 @@ func TestClusterComparisonAndAppend(t *testing.T) {
 func TestUnsettled(t *testing.T) {
 	members := []client.Member{{NodeID: "n1", State: "alive"}, {NodeID: "n2", State: "alive"}, {NodeID: "n3", State: "alive"}}
 	part := func(id uint32, leader string) client.Partition {
-		return client.Partition{ID: id, Leader: leader, Replicas: []string{"a", "b", "c"}}
+		return client.Partition{ID: id, Group: id, Leader: leader, Replicas: []string{"a", "b", "c"}}
 	}
 	spread := []client.Partition{part(0, "n1"), part(1, "n1"), part(2, "n2"), part(3, "n3")}
 	if why := unsettled(&client.ClusterStatus{Members: members, Partitions: spread}, nil, 3); why != "" {
 		t.Fatalf("settled cluster: %s", why)
+	}
+	// Three groups of several partitions, one led by each node: spread, though n1 leads
+	// more partitions.
+	grouped := []client.Partition{part(0, "n1"), part(1, "n1"), part(2, "n2"), part(3, "n3")}
+	grouped[1].Group, grouped[2].Group, grouped[3].Group = 0, 1, 2
+	if why := unsettled(&client.ClusterStatus{Members: members, Partitions: grouped}, nil, 3); why != "" {
+		t.Fatalf("settled cluster of groups: %s", why)
 	}
 	for name, st := range map[string]*client.ClusterStatus{
 		"member down": {Members: append(members[:2:2], client.Member{NodeID: "n3", State: "dead"}), Partitions: spread},

@@ -68,9 +68,9 @@ func startShardkeeper(ctx context.Context, bin, dir string, partitions int, extr
 
 // startShardkeeperCluster starts n nodes n1..n<n> of `bin serve` on loopback, each with its
 // own data directory under dir, forming one cluster (--bootstrap-expect n, all joining n1's
-// gossip address), with the same limits as startShardkeeper, and waits until every node's
+// gossip address), with the same limits as startShardkeeper and extra flags, and waits until every node's
 // /readyz answers 200.
-func startShardkeeperCluster(ctx context.Context, bin, dir string, partitions, n int) ([]*shardkeeperNode, error) {
+func startShardkeeperCluster(ctx context.Context, bin, dir string, partitions, n int, extra ...string) ([]*shardkeeperNode, error) {
 	ports, err := freePorts(5 * n)
 	if err != nil {
 		return nil, err
@@ -89,7 +89,7 @@ func startShardkeeperCluster(ctx context.Context, bin, dir string, partitions, n
 			"--join", addr(0, 1),
 			"--partitions", strconv.Itoa(partitions),
 		}
-		args = append(append(args, limitArgs...), "--log-level", "warn")
+		args = append(append(append(args, limitArgs...), extra...), "--log-level", "warn")
 		p, err := startProcess("shardkeeper "+id, filepath.Join(dir, id+".log"), bin, args...)
 		if err != nil {
 			stopStarted()
@@ -196,7 +196,8 @@ func unsettled(st *client.ClusterStatus, err error, n int) string {
 	if alive != n {
 		return fmt.Sprintf("%d of %d members alive", alive, n)
 	}
-	leaders := map[string]int{}
+	leaders := map[string]int{} // Raft groups led, by node
+	groups := map[uint32]bool{}
 	for _, p := range st.Partitions {
 		if p.Leader == "" {
 			return fmt.Sprintf("partition %d has no leader", p.ID)
@@ -204,13 +205,16 @@ func unsettled(st *client.ClusterStatus, err error, n int) string {
 		if len(p.Replicas) != min(3, n) {
 			return fmt.Sprintf("partition %d has %d replicas", p.ID, len(p.Replicas))
 		}
-		leaders[p.Leader]++
+		if !groups[p.Group] {
+			groups[p.Group] = true
+			leaders[p.Leader]++
+		}
 	}
 	hi := 0
 	for _, c := range leaders {
 		hi = max(hi, c)
 	}
-	if hi > (len(st.Partitions)+n-1)/n { // no node leads more than its share, rounded up
+	if hi > (len(groups)+n-1)/n { // no node leads more than its share of groups, rounded up
 		return fmt.Sprintf("leadership not spread yet (%v)", leaders)
 	}
 	return ""

@@ -1,0 +1,129 @@
+package persistence
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"strconv"
+
+	"github.com/cockroachdb/pebble/v2"
+)
+
+// Layout maps P partitions onto G Raft groups. A partition is the unit of hashing and
+// placement of actors; a group is the unit of consensus: one Raft log, one leader, one FSM
+// and one snapshot for all of its partitions, so one Raft round commits the writes of every
+// one of them. Group g holds the contiguous partitions [⌊g·P/G⌋, ⌊(g+1)·P/G⌋).
+//
+// Both counts are fixed when a data directory is first used (EnsureLayout). Data
+// directories written before groups existed hold one partition per group (G = P), which is
+// also what a zero Groups means.
+type Layout struct{ Partitions, Groups int }
+
+// Group is one Raft group's share of the partitions: [First, End). Its Raft log, stable
+// store and FSM metadata live under its first partition's key prefix, so a group's
+// snapshot is one contiguous key range (see keys.go).
+type Group struct{ ID, First, End uint32 }
+
+// groups is G, with zero meaning one group per partition.
+func (l Layout) groups() int {
+	if l.Groups <= 0 {
+		return l.Partitions
+	}
+	return l.Groups
+}
+
+// Count is G.
+func (l Layout) Count() int { return l.groups() }
+
+// Group returns group g.
+func (l Layout) Group(g uint32) Group {
+	return Group{ID: g, First: l.first(g), End: l.first(g + 1)}
+}
+
+func (l Layout) first(g uint32) uint32 {
+	return uint32(uint64(g) * uint64(l.Partitions) / uint64(l.groups()))
+}
+
+// Of returns the group of partition p: the g with ⌊g·P/G⌋ ≤ p < ⌊(g+1)·P/G⌋, which is
+// ⌊((p+1)·G − 1) / P⌋.
+func (l Layout) Of(p uint32) uint32 {
+	return uint32(((uint64(p)+1)*uint64(l.groups()) - 1) / uint64(l.Partitions))
+}
+
+// Validate checks 1 ≤ G ≤ P.
+func (l Layout) Validate() error {
+	if l.Partitions < 1 || l.groups() < 1 || l.groups() > l.Partitions {
+		return fmt.Errorf("layout of %d partitions over %d raft groups: want 1 ≤ groups ≤ partitions", l.Partitions, l.groups())
+	}
+	return nil
+}
+
+// Contains reports whether partition p belongs to g.
+func (g Group) Contains(p uint32) bool { return p >= g.First && p < g.End }
+
+// EnsureLayout records the layout on first use and afterwards refuses any other: P decides
+// which partition every identity hashes to and G which Raft log holds it, so neither can
+// change. A directory that recorded only P (written before groups existed) has G = P.
+func (s *Store) EnsureLayout(l Layout) error {
+	if err := l.Validate(); err != nil {
+		return err
+	}
+	have, ok, err := s.RecordedLayout()
+	switch {
+	case err != nil:
+		return err
+	case !ok:
+		b := s.db.NewBatch()
+		defer b.Close()
+		_ = b.Set(nodeKey(nodeParts), binary.BigEndian.AppendUint32(nil, uint32(l.Partitions)), nil)
+		_ = b.Set(nodeKey(nodeGroups), binary.BigEndian.AppendUint32(nil, uint32(l.groups())), nil)
+		return b.Commit(pebble.Sync)
+	case have.Partitions != l.Partitions || have.Groups != l.groups():
+		return &LayoutMismatchError{Recorded: have, Requested: Layout{l.Partitions, l.groups()}}
+	}
+	return nil
+}
+
+// RecordedLayout is the layout EnsureLayout recorded (Groups always set); ok is false in a
+// directory that has none yet.
+func (s *Store) RecordedLayout() (l Layout, ok bool, err error) {
+	if l.Partitions, err = s.readCount(nodeParts); err != nil || l.Partitions == 0 {
+		return Layout{}, false, err
+	}
+	if l.Groups, err = s.readCount(nodeGroups); err != nil {
+		return Layout{}, false, err
+	}
+	if l.Groups == 0 {
+		l.Groups = l.Partitions
+	}
+	return l, true, nil
+}
+
+// readCount reads a node count record; 0 when absent.
+func (s *Store) readCount(name []byte) (int, error) {
+	v, closer, err := s.db.Get(nodeKey(name))
+	switch {
+	case errors.Is(err, pebble.ErrNotFound):
+		return 0, nil
+	case err != nil:
+		return 0, fmt.Errorf("read %s: %w", name, err)
+	}
+	defer closer.Close()
+	if len(v) != 4 {
+		return 0, fmt.Errorf("corrupt %s record %x", name, v)
+	}
+	return int(binary.BigEndian.Uint32(v)), nil
+}
+
+// LayoutMismatchError is returned when a data directory was bootstrapped with another layout.
+type LayoutMismatchError struct{ Recorded, Requested Layout }
+
+func (e *LayoutMismatchError) Error() string {
+	r, q := e.Recorded, e.Requested
+	if r.Partitions != q.Partitions {
+		return "data directory was bootstrapped with --partitions=" + strconv.Itoa(r.Partitions) +
+			" but --partitions=" + strconv.Itoa(q.Partitions) + " was given; P is fixed for the life of the cluster"
+	}
+	return "data directory was bootstrapped with --raft-groups=" + strconv.Itoa(r.Groups) +
+		" but --raft-groups=" + strconv.Itoa(q.Groups) + " was given; the number of Raft groups is fixed for the life of the cluster"
+}
