@@ -18,8 +18,12 @@ import (
 	"github.com/shardkeeper/shardkeeper/test/proc"
 )
 
-// partitions is P of the chaos cluster.
-const partitions = 16
+// The chaos cluster's layout: 16 partitions in 4 Raft groups, so that a group holds several
+// partitions and three nodes lead them unevenly (2, 1, 1), as balancing allows.
+const (
+	partitions = 16
+	raftGroups = 4
+)
 
 // tlsDir holds the CA and node certificates of every cluster of the run (see TestMain).
 var tlsDir string
@@ -31,7 +35,7 @@ var tlsDir string
 // with logs compacted under load, and a replica that fell behind or lost its disk catches up
 // through a snapshot (InstallSnapshot, FSM.Restore), as a long-running cluster does.
 var nodeFlags = []string{
-	"--partitions", strconv.Itoa(partitions),
+	"--partitions", strconv.Itoa(partitions), "--raft-groups", strconv.Itoa(raftGroups),
 	"--raft-heartbeat-timeout", "300ms", "--raft-election-timeout", "300ms",
 	"--snapshot-threshold", "32", "--snapshot-interval", "500ms", "--raft-trailing-logs", "16",
 	"--request-timeout", "2s",
@@ -99,6 +103,7 @@ func (c *cluster) annotations() []porcupine.Annotation {
 
 type partitionView struct {
 	ID              uint32   `json:"id"`
+	Group           uint32   `json:"group"`
 	Leader          string   `json:"leader"`
 	Replicas        []string `json:"replicas"`
 	Voters          []string `json:"voters"`

@@ -190,11 +190,11 @@ func (c *cluster) placementProblem(nodes []*proc.Node, metas []placement.NodeMet
 			leader = pv.Leader
 		}
 		var want []string
-		for _, d := range placement.Desired(p, metas, replicationFactor) {
+		pv := views[leader].Partitions[p]
+		for _, d := range placement.Desired(pv.Group, metas, replicationFactor) {
 			want = append(want, d.ID)
 		}
 		slices.Sort(want)
-		pv := views[leader].Partitions[p]
 		if got := slices.Sorted(slices.Values(pv.Voters)); !slices.Equal(got, want) || len(pv.NonVoters) > 0 {
 			return fmt.Sprintf("partition %d: voters %v non-voters %v (leader %s), want %v", p, got, pv.NonVoters, leader, want)
 		}
