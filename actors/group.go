@@ -1,6 +1,10 @@
 package actors
 
-import "sync"
+import (
+	"sync"
+
+	"github.com/shardkeeper/shardkeeper/persistence"
+)
 
 // group is the runtime's state for one Raft group on this node: the partitions whose log it
 // is (persistence.Layout), the proposer that merges their batches into commands, and the
@@ -8,6 +12,7 @@ import "sync"
 // is the group's, so all of its partitions gain and lose it together.
 type group struct {
 	id    uint32
+	span  persistence.Group // the partitions whose log it is
 	rt    *Runtime
 	parts []*partition
 
@@ -15,8 +20,8 @@ type group struct {
 	reads    readGate
 }
 
-func newGroup(rt *Runtime, id uint32, parts []*partition) *group {
-	g := &group{id: id, rt: rt, parts: parts}
+func newGroup(rt *Runtime, span persistence.Group, parts []*partition) *group {
+	g := &group{id: span.ID, span: span, rt: rt, parts: parts}
 	g.proposer.grp = g
 	g.proposer.changed = sync.NewCond(&g.proposer.mu)
 	g.reads.grp = g

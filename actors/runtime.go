@@ -138,7 +138,7 @@ func New(opts Options, kinds ...Kind) (*Runtime, error) {
 	}
 	for g := range uint32(layout.Count()) {
 		gr := layout.Group(g)
-		r.groups = append(r.groups, newGroup(r, g, r.parts[gr.First:gr.End]))
+		r.groups = append(r.groups, newGroup(r, gr, r.parts[gr.First:gr.End]))
 	}
 	return r, nil
 }

@@ -14,6 +14,7 @@ import (
 // here, and a way to carry out a decided change.
 type raftGroups interface {
 	ServerID() string
+	Layout() persistence.Layout
 	Groups() int
 	Info(g uint32) GroupInfo
 	IsLeader(g uint32) bool
@@ -101,7 +102,10 @@ func (r *Reconciler) Pass(now time.Time) {
 		meta.Bootstrapped = meta.Bootstrapped || h.HasState()
 		meta.DiskLow = diskLow
 	})
-	members := r.cfg.Members.Members()
+	// A member of another layout (misconfigured, refused at join) never holds a replica: its
+	// group g would be other partitions than ours.
+	layout := h.Layout()
+	members := slices.DeleteFunc(r.cfg.Members.Members(), func(m Member) bool { return !m.Layout().Same(layout) })
 	var alive []NodeMeta
 	for _, m := range members {
 		if !m.Gone() {

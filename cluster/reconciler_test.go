@@ -4,6 +4,7 @@ import (
 	"io"
 	"log/slog"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 )
@@ -19,7 +20,7 @@ func TestReconcilerPass(t *testing.T) {
 		// Led here, x unknown to gossip: removed only after the grace from when first missed.
 		{ID: 2, Replica: true, Leader: "a@1", Servers: voters("a@1", "b@1", "x@1")},
 	}}
-	m := &fakeMembers{members: append(alive("a@1", "b@1"), Member{NodeMeta: testMeta("c@1"), State: StateFailed})}
+	m := &fakeMembers{members: layoutOf(h, append(alive("a@1", "b@1"), Member{NodeMeta: testMeta("c@1"), State: StateFailed}))}
 	r := NewReconciler(ReconcilerConfig{Host: h, Members: m, Replicas: 3, DeadGrace: 30 * time.Second,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	t0 := time.Unix(1000, 0)
@@ -42,7 +43,7 @@ func TestReconcilerPass(t *testing.T) {
 // A node leading more than its share hands one partition over per pass.
 func TestReconcilerBalances(t *testing.T) {
 	h := &fakeRaft{self: "a@1", parts: ledByA(4)}
-	m := &fakeMembers{members: alive("a@1", "b@1")}
+	m := &fakeMembers{members: layoutOf(h, alive("a@1", "b@1"))}
 	r := NewReconciler(ReconcilerConfig{Host: h, Members: m, Replicas: 2, DeadGrace: time.Minute,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	r.Pass(time.Unix(1000, 0))
@@ -54,13 +55,47 @@ func TestReconcilerBalances(t *testing.T) {
 // No leadership is handed to a suspect member: it may be gone, and the transfer would time out.
 func TestReconcilerBalancesOnlyToAliveMembers(t *testing.T) {
 	h := &fakeRaft{self: "a@1", parts: ledByA(4)}
-	m := &fakeMembers{members: append(alive("a@1"), Member{NodeMeta: testMeta("b@1"), State: StateSuspect})}
+	m := &fakeMembers{members: layoutOf(h, append(alive("a@1"), Member{NodeMeta: testMeta("b@1"), State: StateSuspect}))}
 	r := NewReconciler(ReconcilerConfig{Host: h, Members: m, Replicas: 2, DeadGrace: time.Minute,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	r.Pass(time.Unix(1000, 0))
 	if len(h.changes) != 0 {
 		t.Fatalf("changes = %q, want none (b is suspect)", h.changes)
 	}
+}
+
+// A member of another layout is no member for placement: it gets no replica and no
+// leadership, and a replica it holds is removed as if gossip did not know it.
+func TestReconcilerIgnoresOtherLayouts(t *testing.T) {
+	h := &fakeRaft{self: "a@1", parts: []GroupInfo{
+		{ID: 0, Replica: true, Leader: "a@1", Servers: voters("a@1", "b@1")},
+		{ID: 1, Replica: true, Leader: "a@1", Servers: voters("a@1", "b@1", "c@1")},
+	}}
+	members := layoutOf(h, alive("a@1", "b@1", "c@1"))
+	members[2].Groups = 1 // c runs the same partitions in one group
+	m := &fakeMembers{members: members}
+	r := NewReconciler(ReconcilerConfig{Host: h, Members: m, Replicas: 3, DeadGrace: 30 * time.Second,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	t0 := time.Unix(1000, 0)
+	r.Pass(t0)
+	r.Pass(t0.Add(31 * time.Second))
+	var aboutC []string
+	for _, c := range h.changes {
+		if strings.Contains(c, "c@1") {
+			aboutC = append(aboutC, c)
+		}
+	}
+	if want := []string{"1 remove c@1: unknown to gossip"}; !reflect.DeepEqual(aboutC, want) {
+		t.Fatalf("changes about c = %q, want only %q (c is not added to group 0, not handed leadership)", aboutC, want)
+	}
+}
+
+// layoutOf gives members h's layout.
+func layoutOf(h *fakeRaft, members []Member) []Member {
+	for i := range members {
+		members[i].Partitions, members[i].Groups = h.Layout().Partitions, h.Layout().Groups
+	}
+	return members
 }
 
 // ledByA is n partitions on a and b, all led by a.

@@ -113,7 +113,7 @@ func coreOptions(c *Config) []Option {
 		Duration(&c.RaftElectionTimeout, "raft-election-timeout", "500ms", "Raft election timeout (>= 50ms, >= --raft-heartbeat-timeout)"),
 		Duration(&c.RaftCommitTimeout, "raft-commit-timeout", "500ms", "how long a Raft group's leader lets replication to a follower idle before it sends the follower its commit index anyway (>= 1ms); each group does this for each follower, so shorter costs CPU on an idle cluster"),
 		Uint64(&c.SnapshotThreshold, "snapshot-threshold", "8192", "Raft log entries between snapshots (>= 1)"),
-		Duration(&c.SnapshotInterval, "snapshot-interval", "2m", "how often each partition checks --snapshot-threshold (randomized up to twice this)"),
+		Duration(&c.SnapshotInterval, "snapshot-interval", "2m", "how often each Raft group checks --snapshot-threshold (randomized up to twice this)"),
 		Uint64(&c.RaftTrailingLogs, "raft-trailing-logs", "10240", "Raft log entries kept after a snapshot, so that a follower that fell behind by fewer catches up from the log instead of a snapshot"),
 		String(&c.LogLevel, "log-level", "info", "log level: debug, info, warn or error"),
 		String(&c.LogFormat, "log-format", "json", "format of the logs on stderr: json or text"),

@@ -279,13 +279,24 @@ func (n *Node) joinCluster() error {
 	if len(cfg.Join) > 0 {
 		if err := n.membership.Join(cfg.Join); err != nil {
 			n.logger.Warn("join failed; retrying in the background", "error", err)
-			n.background(func() bool { return n.membership.Join(cfg.Join) == nil })
+			n.background(func() bool {
+				if n.membership.Join(cfg.Join) != nil {
+					return false
+				}
+				// Joined late: a cluster of another layout stops this node (its reconcilers
+				// give it no replica meanwhile).
+				if err := n.checkLayouts(); err != nil {
+					select {
+					case n.served <- err:
+					default:
+					}
+				}
+				return true
+			})
 		}
 	}
-	for _, m := range n.membership.Alive() {
-		if err := sameLayout(m, n.host.Layout()); err != nil {
-			return err
-		}
+	if err := n.checkLayouts(); err != nil {
+		return err
 	}
 	if !n.host.HasState() {
 		n.background(n.tryBootstrap)
@@ -333,17 +344,28 @@ func resolveLayout(store *persistence.Store, cfg config.Config) (persistence.Lay
 	return l, nil
 }
 
+// checkLayouts refuses a cluster with a live member of another layout than this node's.
+func (n *Node) checkLayouts() error {
+	for _, m := range n.membership.Alive() {
+		if err := sameLayout(m, n.host.Layout()); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // sameLayout refuses a member whose partitions or Raft groups differ from this node's: both
 // are fixed for the life of the cluster.
 func sameLayout(m cluster.NodeMeta, l persistence.Layout) error {
 	theirs := m.Layout()
 	switch {
+	case theirs.Same(l):
 	case theirs.Partitions != l.Partitions:
 		return fmt.Errorf("member %s runs --partitions=%d but this node has --partitions=%d; P is fixed for the life of the cluster",
 			m.ID, theirs.Partitions, l.Partitions)
-	case theirs.Count() != l.Count():
-		return fmt.Errorf("member %s runs --raft-groups=%d but this node has --raft-groups=%d; the number of Raft groups is fixed for the life of the cluster",
-			m.ID, theirs.Count(), l.Count())
+	default:
+		return fmt.Errorf("member %s runs --raft-groups=%d but this node has --raft-groups=%d; the number of Raft groups is fixed for the life of the cluster: start this node with --raft-groups=%d",
+			m.ID, theirs.Count(), l.Count(), theirs.Count())
 	}
 	return nil
 }
@@ -464,7 +486,8 @@ func (n *Node) StateHashes() ([]api.PartitionHash, error) {
 	return out, nil
 }
 
-// Done delivers the HTTP server's exit error if it stops on its own.
+// Done delivers the error that stops the node on its own: the HTTP server's, or a cluster
+// of another layout found after a late join.
 func (n *Node) Done() <-chan error { return n.served }
 
 // Shutdown leaves the cluster gracefully: it drains (--shutdown-drain: /readyz fails and

@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -35,19 +36,20 @@ func Serve(args []string, opts Options) error {
 	}
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
+	var failed error
 	select {
 	case s := <-sig:
 		logger.Info("shutting down", "signal", s.String())
-	case err := <-n.Done():
-		logger.Error("http server stopped", "error", err)
+	case failed = <-n.Done():
+		logger.Error("stopping", "error", failed)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownDrain+cfg.RequestTimeout+5*time.Second)
 	defer cancel()
 	if err := n.Shutdown(ctx); err != nil {
-		return fmt.Errorf("shutdown: %w", err)
+		return errors.Join(failed, fmt.Errorf("shutdown: %w", err))
 	}
 	logger.Info("stopped")
-	return nil
+	return failed
 }
 
 // logHandler is the handler of every log line of the process, on w: JSON lines (the

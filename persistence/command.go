@@ -46,14 +46,27 @@ var ErrBadCommand = errors.New("malformed command")
 // Encode appends the command's binary form to dst:
 // version byte (2), time (varint), op count (uvarint), then per op a type byte, the
 // partition (uvarint), the key and (for puts) the value as length-prefixed strings.
-// Version 1, which only decodes, had no partition per op.
-func (c *Command) Encode(dst []byte) []byte {
+// Version 1 has no partition per op (see EncodeFor).
+func (c *Command) Encode(dst []byte) []byte { return c.encode(dst, commandVersion) }
+
+// EncodeFor appends the command's binary form for the log of group g: version 1, without
+// the partitions, when g holds one partition (all ops are in it), which nodes that predate
+// groups read too, so that a cluster of such groups (G = P) upgrades one node at a time;
+// version 2 otherwise.
+func (c *Command) EncodeFor(g Group, dst []byte) []byte {
+	if g.End-g.First == 1 {
+		return c.encode(dst, commandV1)
+	}
+	return c.encode(dst, commandVersion)
+}
+
+func (c *Command) encode(dst []byte, version byte) []byte {
 	size := 1 + 2*binary.MaxVarintLen64
 	for _, op := range c.Ops {
 		size += 1 + 3*binary.MaxVarintLen32 + len(op.Key) + len(op.Value)
 	}
 	dst = slices.Grow(dst, size) // one allocation, not one per growth
-	dst = append(dst, commandVersion)
+	dst = append(dst, version)
 	dst = binary.AppendVarint(dst, c.Time)
 	dst = binary.AppendUvarint(dst, uint64(len(c.Ops)))
 	for _, op := range c.Ops {
@@ -62,7 +75,9 @@ func (c *Command) Encode(dst []byte) []byte {
 			typ = opDelete
 		}
 		dst = append(dst, typ)
-		dst = binary.AppendUvarint(dst, uint64(op.Partition))
+		if version != commandV1 {
+			dst = binary.AppendUvarint(dst, uint64(op.Partition))
+		}
 		dst = AppendComponent(dst, op.Key)
 		if !op.Delete {
 			dst = AppendComponent(dst, op.Value)

@@ -215,7 +215,7 @@ func TestFSMNonCommandEntries(t *testing.T) {
 	dir := t.TempDir()
 	s, closeS := openStore(t, dir)
 	f := newFSM(t, s, 1)
-	looksLikeCommand := (&Command{Time: 77, Ops: []Op{put("sneaky", "x")}}).Encode(nil)
+	looksLikeCommand := (&Command{Time: 77, Ops: []Op{{Partition: 1, Key: []byte("sneaky"), Value: []byte("x")}}}).Encode(nil)
 	for i, typ := range []raft.LogType{raft.LogConfiguration, raft.LogNoop, raft.LogBarrier, raft.LogAddPeerDeprecated} {
 		idx := uint64(i + 1)
 		if r := f.Apply(&raft.Log{Index: idx, Type: typ, Data: looksLikeCommand}); r != nil {

@@ -2,7 +2,6 @@ package persistence
 
 import (
 	"bytes"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -66,23 +65,8 @@ func groupCmdLog(index uint64, time int64, ops ...Op) *raft.Log {
 	return &raft.Log{Index: index, Term: 1, Type: raft.LogCommand, Data: c.Encode(nil)}
 }
 
-// encodeV1 writes c as version 1: version byte 1, time, op count, then per op its type, key
-// and (for puts) value, without the partition.
-func encodeV1(c Command) []byte {
-	dst := binary.AppendVarint([]byte{commandV1}, c.Time)
-	dst = binary.AppendUvarint(dst, uint64(len(c.Ops)))
-	for _, op := range c.Ops {
-		typ := byte(opPut)
-		if op.Delete {
-			typ = opDelete
-		}
-		dst = AppendComponent(append(dst, typ), op.Key)
-		if !op.Delete {
-			dst = AppendComponent(dst, op.Value)
-		}
-	}
-	return dst
-}
+// encodeV1 writes c as version 1, without the partitions.
+func encodeV1(c Command) []byte { return c.EncodeFor(Group{First: 0, End: 1}, nil) }
 
 // apply applies logs as one batch and fails the test on any error response.
 func apply(t testing.TB, f *FSM, logs ...*raft.Log) {

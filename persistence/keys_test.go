@@ -190,12 +190,14 @@ func TestSectionLayout(t *testing.T) {
 			{"last log entry", logKey(p, math.MaxUint64)},
 			{"stable key CurrentTerm", stableKey(p, []byte("CurrentTerm"))},
 			{"node key", nodeKey(nodeParts)},
-			{"state of the partition before", StateKey(p-1, []byte{0xff})},
 			{"metadata of the partition after", metaKey(g.End, metaApplied)},
 		} {
 			if in(k.key) || inGroupState(k.key, g) {
 				t.Errorf("group %+v: %s %x is inside the snapshot range [%x, %x)", g, k.what, k.key, lo, hi)
 			}
+		}
+		if p > 0 && (in(StateKey(p-1, []byte{0xff})) || inGroupState(StateKey(p-1, nil), g)) {
+			t.Errorf("group %+v: the state of partition %d is inside the snapshot range", g, p-1)
 		}
 		// Log keys sort by index.
 		if bytes.Compare(logKey(p, 255), logKey(p, 256)) >= 0 {

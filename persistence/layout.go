@@ -1,6 +1,7 @@
 package persistence
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -58,30 +59,68 @@ func (l Layout) Validate() error {
 	return nil
 }
 
+// Same reports whether l and o map partitions to the same groups.
+func (l Layout) Same(o Layout) bool { return l.Partitions == o.Partitions && l.Count() == o.Count() }
+
 // Contains reports whether partition p belongs to g.
 func (g Group) Contains(p uint32) bool { return p >= g.First && p < g.End }
 
-// EnsureLayout records the layout on first use and afterwards refuses any other: P decides
-// which partition every identity hashes to and G which Raft log holds it, so neither can
-// change. A directory that recorded only P (written before groups existed) has G = P.
+// EnsureLayout records the layout on first use and, once any group holds Raft state here,
+// refuses any other: P decides which partition every identity hashes to and G which Raft log
+// holds it, so neither can change. Until then another layout replaces the record (a node
+// refused by a cluster of another layout before it replicated anything starts again with the
+// right one). A directory that recorded only P (written before groups existed) has G = P.
 func (s *Store) EnsureLayout(l Layout) error {
 	if err := l.Validate(); err != nil {
 		return err
 	}
 	have, ok, err := s.RecordedLayout()
-	switch {
-	case err != nil:
+	if err != nil {
 		return err
-	case !ok:
+	}
+	if ok && (have.Partitions != l.Partitions || have.Groups != l.groups()) {
+		held, err := s.hasRaftState(max(have.Partitions, l.Partitions))
+		if err != nil {
+			return err
+		}
+		if held {
+			return &LayoutMismatchError{Recorded: have, Requested: Layout{l.Partitions, l.groups()}}
+		}
+		ok = false
+	}
+	if !ok {
 		b := s.db.NewBatch()
 		defer b.Close()
 		_ = b.Set(nodeKey(nodeParts), binary.BigEndian.AppendUint32(nil, uint32(l.Partitions)), nil)
 		_ = b.Set(nodeKey(nodeGroups), binary.BigEndian.AppendUint32(nil, uint32(l.groups())), nil)
 		return b.Commit(pebble.Sync)
-	case have.Partitions != l.Partitions || have.Groups != l.groups():
-		return &LayoutMismatchError{Recorded: have, Requested: Layout{l.Partitions, l.groups()}}
 	}
 	return nil
+}
+
+// hasRaftState reports whether a group whose first partition is among the first n holds
+// Raft state: a log entry, or a term above zero (hashicorp/raft stores term 0 on a node that
+// has only ever waited to be added), as raft.HasExistingState would count it.
+func (s *Store) hasRaftState(n int) (bool, error) {
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: []byte{prefixPartition}, UpperBound: []byte{prefixPartition + 1}})
+	if err != nil {
+		return false, err
+	}
+	defer it.Close()
+	for p := range uint32(n) {
+		logs := append(partitionPrefix(p, sectionRaft), raftLog)
+		if it.SeekGE(logs) && bytes.HasPrefix(it.Key(), logs) {
+			return true, nil
+		}
+		term, err := s.StableStore(p).GetUint64([]byte("CurrentTerm"))
+		if err != nil && !errors.Is(err, errNotFound) {
+			return false, err
+		}
+		if term > 0 {
+			return true, nil
+		}
+	}
+	return false, it.Error()
 }
 
 // RecordedLayout is the layout EnsureLayout recorded (Groups always set); ok is false in a

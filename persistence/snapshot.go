@@ -23,9 +23,10 @@ import (
 // partition's 'm' section to its last partition's 's' section, in order) the key without its
 // leading 'p' (so: partition, section, rest) and the value, each length-prefixed; a
 // zero-length key ends the stream and is followed by the CRC-32C of all preceding bytes
-// (big-endian). Version 1 streams, written when every group held one partition, carried keys
-// relative to the partition (section, rest); they are still read, as the group's first
-// partition's.
+// (big-endian). Version 1 streams carry keys relative to the partition (section, rest): a
+// group of one partition writes them, which nodes that predate groups read too, so that a
+// cluster of such groups (G = P) upgrades one node at a time; they are read as the group's
+// first partition's.
 const (
 	snapshotMagic   = "shardkeeper-snap-v2\n"
 	snapshotMagicV1 = "shardkeeper-snap-v1\n"
@@ -71,8 +72,11 @@ func (s *fsmSnapshot) write(w io.Writer) error {
 	}
 	crc := crc32.New(crcTable)
 	bw := bufio.NewWriterSize(io.MultiWriter(w, crc), 1<<16)
-	const strip = 1 // the 'p' every key of the range starts with
-	_, _ = bw.WriteString(snapshotMagic)
+	magic, strip := snapshotMagic, 1 // the 'p' every key of the range starts with
+	if s.g.End-s.g.First == 1 {
+		magic, strip = snapshotMagicV1, len(lo)-1 // and the partition
+	}
+	_, _ = bw.WriteString(magic)
 	var frame []byte
 	for ok := it.First(); ok; ok = it.Next() {
 		v, err := it.ValueAndErr()

@@ -19,6 +19,16 @@ func TestEnsureLayout(t *testing.T) {
 	if l, ok, err := s.RecordedLayout(); err != nil || !ok || l != (Layout{16, 4}) {
 		t.Fatalf("RecordedLayout = %+v, %v, %v; want {16 4}", l, ok, err)
 	}
+	// Without Raft state another layout replaces the record; with it, the record binds.
+	if err := s.EnsureLayout(Layout{8, 2}); err != nil {
+		t.Fatalf("EnsureLayout(8, 2) before any Raft state: %v", err)
+	}
+	if err := s.EnsureLayout(Layout{16, 4}); err != nil {
+		t.Fatalf("EnsureLayout(16, 4) back, before any Raft state: %v", err)
+	}
+	if err := s.StableStore(12).SetUint64([]byte("CurrentTerm"), 1); err != nil {
+		t.Fatal(err)
+	}
 	if err := s.EnsureLayout(Layout{16, 4}); err != nil {
 		t.Fatalf("EnsureLayout(16, 4) again: %v", err)
 	}
@@ -69,6 +79,9 @@ func TestEnsureLayout(t *testing.T) {
 func TestEnsureLayoutBeforeGroups(t *testing.T) {
 	s := newStore(t)
 	if err := s.db.Set(nodeKey(nodeParts), []byte{0, 0, 0, 16}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.LogStore(15).StoreLogs(testLogs(1, 2)); err != nil {
 		t.Fatal(err)
 	}
 	if l, ok, err := s.RecordedLayout(); err != nil || !ok || l != (Layout{16, 16}) {

@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/shardkeeper/shardkeeper/actors"
+	"github.com/shardkeeper/shardkeeper/test/await"
 	"github.com/shardkeeper/shardkeeper/test/proc"
 	"github.com/shardkeeper/shardkeeper/test/testkinds"
 )
@@ -457,4 +458,36 @@ func TestLayoutMismatchRefusesToStart(t *testing.T) {
 	if code := named.Term(); code != 0 {
 		t.Fatalf("shardkeeper serve --raft-groups 3 exited %d after SIGTERM, want 0", code)
 	}
+}
+
+// TestJoinOtherLayoutRefused: a node asked to join a cluster of another Raft group count
+// refuses to start and says which count to use; its data directory, which holds no Raft
+// state yet, then starts with that count and joins.
+func TestJoinOtherLayoutRefused(t *testing.T) {
+	bin := proc.Build(t, "./cmd/shardkeeper")
+	n1 := proc.StartReady(t, proc.Config{Bin: bin, Command: []string{"serve"}, Flags: fastFlags})
+	join := append(append([]string{}, fastFlags...), "--join", n1.GossipAddr)
+	n2 := proc.Start(t, proc.Config{Bin: bin, Command: []string{"serve"}, NodeID: "n2",
+		Flags: append(append([]string{}, join...), "--raft-groups", "1")})
+	code, exited := n2.Wait(20 * time.Second)
+	if !exited {
+		n2.Kill()
+		t.Fatalf("a node of --raft-groups 1 joining a cluster of %d groups still runs after 20s", groups)
+	}
+	out := n2.Output()
+	want := fmt.Sprintf("member n1 runs --raft-groups=%d but this node has --raft-groups=1", groups)
+	if code == 0 || !strings.Contains(out, want) || !strings.Contains(out, fmt.Sprintf("start this node with --raft-groups=%d", groups)) {
+		t.Fatalf("exit %d, output does not say %q and what to use:\n%s", code, want, out)
+	}
+	n2.RestartWith("--raft-groups", strconv.Itoa(groups))
+	n2.WaitReady(30 * time.Second)
+	await.True(t, 30*time.Second, "n2 a replica of every group", func() bool {
+		v := clusterView(t, n1)
+		for _, p := range v.Partitions {
+			if !slices.Contains(p.Replicas, "n2") {
+				return false
+			}
+		}
+		return len(v.Partitions) == partitions
+	})
 }
