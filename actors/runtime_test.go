@@ -340,6 +340,47 @@ func TestLeadershipLoss(t *testing.T) {
 	}
 }
 
+// A group's partitions share one proposer: a partition becoming ready again waits for the
+// command in flight when leadership changed, even one that carries only another partition's
+// writes, and not for commands taken after it.
+func TestReadinessWaitsForTheGroupsCommandInFlight(t *testing.T) {
+	var g *actortest.Gated
+	e := actortest.New(t, actortest.Options{Runtime: actors.Options{RequestTimeout: 300 * time.Millisecond},
+		Wrap: func(m *actors.MemReplicator) actors.Replicator { g = actortest.NewGated(m); return g }}, testkinds.Counter())
+	// Two actors of group 0, in its two partitions.
+	ids := map[uint32]string{}
+	for i := 0; len(ids) < 2; i++ {
+		id := fmt.Sprintf("c%d", i)
+		if p := actors.PartitionOf("counter", id, actortest.Partitions); actortest.Layout.Of(p) == 0 {
+			ids[p] = id
+		}
+	}
+	first := actortest.Layout.Group(0).First
+	x, y := first, first+1
+	go func() { _, _ = e.Runtime.Call(context.Background(), "counter", ids[y], actors.Request{Method: "incr"}) }()
+	if grp := <-g.Proposed; grp != 0 {
+		t.Fatalf("proposed to group %d", grp)
+	}
+	// Leadership of group 0 drops and returns while y's command is held.
+	e.Runtime.SetLeader(0, false)
+	e.Runtime.SetLeader(0, true)
+	time.Sleep(100 * time.Millisecond) // what a wrong readiness would need to open
+	if e.Runtime.Ready(x) || e.Runtime.Ready(y) {
+		t.Fatalf("partition %d ready %v, %d ready %v while the group's command of the earlier leadership is in flight",
+			x, e.Runtime.Ready(x), y, e.Runtime.Ready(y))
+	}
+	g.Release <- errInjected
+	actortest.WaitReady(t, e.Runtime, actortest.Partitions)
+	// Commands keep flowing through both partitions afterwards.
+	for _, id := range ids {
+		go func() { g.Release <- nil }()
+		if v := string(e.MustCall("counter", id, "incr", nil)); v != "1" {
+			t.Fatalf("%s incr = %s, want 1 (the failed command wrote nothing)", id, v)
+		}
+		<-g.Proposed
+	}
+}
+
 // Idle activations passivate, and the next message reloads state from storage.
 func TestPassivation(t *testing.T) {
 	e := actortest.New(t, actortest.Options{Runtime: actors.Options{IdleTimeout: 30 * time.Millisecond}}, testkinds.Counter())
