@@ -11,8 +11,7 @@ import (
 // gate that verifies this node still leads them before a read-only reply leaves. Leadership
 // is the group's, so all of its partitions gain and lose it together.
 type group struct {
-	id    uint32
-	span  persistence.Group // the partitions whose log it is
+	span  persistence.Group // its id and the partitions whose log it is
 	rt    *Runtime
 	parts []*partition
 
@@ -21,7 +20,7 @@ type group struct {
 }
 
 func newGroup(rt *Runtime, span persistence.Group, parts []*partition) *group {
-	g := &group{id: span.ID, span: span, rt: rt, parts: parts}
+	g := &group{span: span, rt: rt, parts: parts}
 	g.proposer.grp = g
 	g.proposer.changed = sync.NewCond(&g.proposer.mu)
 	g.reads.grp = g

@@ -161,14 +161,14 @@ func (p *partition) becomeReady(gen uint64) {
 	// Barrier below orders after them.
 	p.grp.proposer.waitResolved()
 	for attempt := 0; ; attempt++ {
-		err := p.rt.repl.Barrier(p.grp.id, p.rt.opts.RequestTimeout)
+		err := p.rt.repl.Barrier(p.grp.span.ID, p.rt.opts.RequestTimeout)
 		p.mu.Lock()
 		if p.gen != gen {
 			p.mu.Unlock()
 			return // leadership changed meanwhile; a newer notification decides
 		}
 		if err == nil {
-			if t := p.rt.repl.LastTime(p.grp.id); t > p.clock.Load() {
+			if t := p.rt.repl.LastTime(p.grp.span.ID); t > p.clock.Load() {
 				p.clock.Store(t)
 			}
 			p.ready = true

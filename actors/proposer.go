@@ -118,7 +118,7 @@ func (pr *proposer) propose(next []submission) {
 			cmd.Time = max(cmd.Time, s.b.time)
 			messages += s.b.messages
 		}
-		err := pr.grp.rt.repl.Propose(pr.grp.id, cmd.EncodeFor(pr.grp.span, nil)).Error()
+		err := pr.grp.rt.repl.Propose(pr.grp.span.ID, cmd.EncodeFor(pr.grp.span, nil)).Error()
 		if err == nil {
 			pr.grp.rt.metrics.commitMessages.Observe(float64(messages))
 		}

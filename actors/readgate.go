@@ -41,8 +41,8 @@ func (g *readGate) verify() {
 		}
 		g.mu.Unlock()
 		var err error
-		if verr := g.grp.rt.repl.VerifyLeader(g.grp.id).Error(); verr != nil {
-			err = NotApplied("raft group %d: this node could not confirm it still leads: %v", g.grp.id, verr)
+		if verr := g.grp.rt.repl.VerifyLeader(g.grp.span.ID).Error(); verr != nil {
+			err = NotApplied("raft group %d: this node could not confirm it still leads: %v", g.grp.span.ID, verr)
 		}
 		for _, done := range group {
 			done(err)

@@ -25,16 +25,13 @@ type Layout struct{ Partitions, Groups int }
 // snapshot is one contiguous key range (see keys.go).
 type Group struct{ ID, First, End uint32 }
 
-// groups is G, with zero meaning one group per partition.
-func (l Layout) groups() int {
+// Count is G, with a zero Groups meaning one group per partition.
+func (l Layout) Count() int {
 	if l.Groups <= 0 {
 		return l.Partitions
 	}
 	return l.Groups
 }
-
-// Count is G.
-func (l Layout) Count() int { return l.groups() }
 
 // Group returns group g.
 func (l Layout) Group(g uint32) Group {
@@ -42,19 +39,19 @@ func (l Layout) Group(g uint32) Group {
 }
 
 func (l Layout) first(g uint32) uint32 {
-	return uint32(uint64(g) * uint64(l.Partitions) / uint64(l.groups()))
+	return uint32(uint64(g) * uint64(l.Partitions) / uint64(l.Count()))
 }
 
 // Of returns the group of partition p: the g with ⌊g·P/G⌋ ≤ p < ⌊(g+1)·P/G⌋, which is
 // ⌊((p+1)·G − 1) / P⌋.
 func (l Layout) Of(p uint32) uint32 {
-	return uint32(((uint64(p)+1)*uint64(l.groups()) - 1) / uint64(l.Partitions))
+	return uint32(((uint64(p)+1)*uint64(l.Count()) - 1) / uint64(l.Partitions))
 }
 
 // Validate checks 1 ≤ G ≤ P.
 func (l Layout) Validate() error {
-	if l.Partitions < 1 || l.groups() < 1 || l.groups() > l.Partitions {
-		return fmt.Errorf("layout of %d partitions over %d raft groups: want 1 ≤ groups ≤ partitions", l.Partitions, l.groups())
+	if l.Partitions < 1 || l.Count() < 1 || l.Count() > l.Partitions {
+		return fmt.Errorf("layout of %d partitions over %d raft groups: want 1 ≤ groups ≤ partitions", l.Partitions, l.Count())
 	}
 	return nil
 }
@@ -78,13 +75,13 @@ func (s *Store) EnsureLayout(l Layout) error {
 	if err != nil {
 		return err
 	}
-	if ok && (have.Partitions != l.Partitions || have.Groups != l.groups()) {
+	if ok && (have.Partitions != l.Partitions || have.Groups != l.Count()) {
 		held, err := s.hasRaftState(max(have.Partitions, l.Partitions))
 		if err != nil {
 			return err
 		}
 		if held {
-			return &LayoutMismatchError{Recorded: have, Requested: Layout{l.Partitions, l.groups()}}
+			return &LayoutMismatchError{Recorded: have, Requested: Layout{l.Partitions, l.Count()}}
 		}
 		ok = false
 	}
@@ -92,7 +89,7 @@ func (s *Store) EnsureLayout(l Layout) error {
 		b := s.db.NewBatch()
 		defer b.Close()
 		_ = b.Set(nodeKey(nodeParts), binary.BigEndian.AppendUint32(nil, uint32(l.Partitions)), nil)
-		_ = b.Set(nodeKey(nodeGroups), binary.BigEndian.AppendUint32(nil, uint32(l.groups())), nil)
+		_ = b.Set(nodeKey(nodeGroups), binary.BigEndian.AppendUint32(nil, uint32(l.Count())), nil)
 		return b.Commit(pebble.Sync)
 	}
 	return nil
