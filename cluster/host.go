@@ -156,6 +156,10 @@ func raftConfig(cfg HostConfig, logger hclog.Logger) *raft.Config {
 	return rc
 }
 
+// logCacheEntries is the number of a group's latest Raft entries kept in memory (they are
+// also in the log store). Commands are a few KB under load, so about a megabyte per group.
+const logCacheEntries = 256
+
 func (h *Host) openGroup(pg persistence.Group, advertise string, hlog hclog.Logger) (*group, error) {
 	fsm, err := h.cfg.Store.FSM(pg)
 	if err != nil {
@@ -192,7 +196,14 @@ func (h *Host) openGroup(pg persistence.Group, advertise string, hlog hclog.Logg
 			return nil, fmt.Errorf("bootstrap group %d: %w", pg.ID, err)
 		}
 	}
-	if g.raft, err = raft.NewRaft(rc, fsm, logStore, stable, snaps, trans); err != nil {
+	// Raft reads back every entry it has just written: the leader to replicate it, each
+	// replica to apply it once committed. The cache answers those reads from memory.
+	cached, err := raft.NewLogCache(logCacheEntries, logStore)
+	if err != nil {
+		trans.Close()
+		return nil, fmt.Errorf("group %d: %w", pg.ID, err)
+	}
+	if g.raft, err = raft.NewRaft(rc, fsm, cached, stable, snaps, trans); err != nil {
 		trans.Close()
 		return nil, fmt.Errorf("start raft of group %d: %w", pg.ID, err)
 	}
