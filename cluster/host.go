@@ -157,7 +157,8 @@ func raftConfig(cfg HostConfig, logger hclog.Logger) *raft.Config {
 }
 
 // logCacheEntries is the number of a group's latest Raft entries kept in memory (they are
-// also in the log store). Commands are a few KB under load, so about a megabyte per group.
+// also in the log store): up to 256 times the largest command, about a megabyte per group
+// for commands of a few KB.
 const logCacheEntries = 256
 
 func (h *Host) openGroup(pg persistence.Group, advertise string, hlog hclog.Logger) (*group, error) {
@@ -197,7 +198,8 @@ func (h *Host) openGroup(pg persistence.Group, advertise string, hlog hclog.Logg
 		}
 	}
 	// Raft reads back every entry it has just written: the leader to replicate it, each
-	// replica to apply it once committed. The cache answers those reads from memory.
+	// follower to apply it once committed. The cache answers those reads from memory. (It
+	// wraps store errors as text: nothing above Raft may match on them.)
 	cached, err := raft.NewLogCache(logCacheEntries, logStore)
 	if err != nil {
 		trans.Close()

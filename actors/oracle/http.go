@@ -96,7 +96,7 @@ func (s *server) get(w http.ResponseWriter, r *http.Request) {
 // localShardTries bounds the random shards issueShard tries for one led here. A try is a hash
 // and a map lookup; a forwarded issue costs a gRPC round trip, a hundred times more. With this
 // node leading a third of the partitions, 64 tries all miss about once in 10^11 issues; leading
-// a sixteenth, 2% of the time.
+// a sixteenth, 1.6% of the time.
 const localShardTries = 64
 
 // issueShard picks the shard of a new nonce: at random, preferring a shard whose partition is
