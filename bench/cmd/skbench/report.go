@@ -207,13 +207,18 @@ func printGoals(w io.Writer, rows []row) {
 	fl64, flOK := findRow(rows, sysFloor, 64)
 	nf64, nfOK := findRow(rows, sysFloorNoFsync, 64)
 	verdict := map[bool]string{true: "met", false: "NOT met"}
-	if skOK && rdOK && rd64.OpsPerS > 0 {
-		ratio := sk64.OpsPerS / rd64.OpsPerS
-		fmt.Fprintf(w, "\ngoal: oracle issue+consume at 64 clients ≥ 0.5× Redis: %.2f× — %s\n", ratio, verdict[ratio >= 0.5])
-		if flOK {
-			fmt.Fprintf(w, "  on this machine the floor (HTTP + one fsynced write per request, nothing else) reaches %.2f× Redis; shardkeeper reaches %.2f× the floor\n",
-				fl64.OpsPerS/rd64.OpsPerS, sk64.OpsPerS/max(fl64.OpsPerS, 1))
+	switch {
+	case skOK && flOK && fl64.OpsPerS > 0:
+		ratio := sk64.OpsPerS / fl64.OpsPerS
+		fmt.Fprintf(w, "\ngoal: oracle issue+consume at 64 clients ≥ 0.8× the floor (HTTP + one fsynced write per request, nothing else): %.2f× — %s\n",
+			ratio, verdict[ratio >= 0.8])
+		if rdOK && rd64.OpsPerS > 0 {
+			fmt.Fprintf(w, "  against Redis (appendfsync always): shardkeeper %.2f×, the floor %.2f×\n",
+				sk64.OpsPerS/rd64.OpsPerS, fl64.OpsPerS/rd64.OpsPerS)
 		}
+	case skOK && rdOK && rd64.OpsPerS > 0:
+		fmt.Fprintf(w, "\noracle issue+consume at 64 clients: %.2f× Redis (the goal is judged against the calibration server, skipped in this run)\n",
+			sk64.OpsPerS/rd64.OpsPerS)
 	}
 	if bestDevice.Clients != 0 {
 		fmt.Fprintf(w, "goal: one hot device registry ≥ 10,000 challenge+verify pairs/s: %.0f at %d clients — %s\n",
@@ -293,6 +298,9 @@ func printClusterGoals(w io.Writer, rows []row) {
 	ratio := sk.OpsPerS / et.OpsPerS
 	verdict := map[bool]string{true: "met", false: "NOT met"}
 	fmt.Fprintf(w, "\ngoal: ≥ 3× etcd on the nonce workload (oracle issue+consume at %d clients, 3 nodes each): %.2f× — %s\n", best, ratio, verdict[ratio >= 3])
+	if best == 64 {
+		fmt.Fprintf(w, "goal: p99 ≤ 30 ms at 64 clients on 3 nodes: %.1f ms — %s\n", sk.P99ms, verdict[sk.P99ms <= 30])
+	}
 	// When neither run left the machine much idle, both were CPU-bound: throughput is then
 	// the machine's cores over the CPU per operation (servers and load generator), so the
 	// goal needs a third of etcd's.
