@@ -7,6 +7,7 @@ package actors
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -172,10 +173,13 @@ func (r *Runtime) Call(ctx context.Context, kind, id string, req Request) ([]byt
 	}
 	deadline, ok := ctx.Deadline()
 	if !ok {
+		var cancel context.CancelFunc
 		deadline = r.opts.Clock().Add(r.opts.RequestTimeout)
+		ctx, cancel = context.WithDeadline(ctx, deadline)
+		defer cancel()
 	}
-	timer := time.NewTimer(time.Until(deadline))
-	defer timer.Stop()
+	// The deadline passing is the runtime's outcome, told apart from the caller giving up.
+	expired := func() bool { return errors.Is(ctx.Err(), context.DeadlineExceeded) }
 
 	type result struct {
 		body []byte
@@ -191,18 +195,20 @@ func (r *Runtime) Call(ctx context.Context, kind, id string, req Request) ([]byt
 		}
 		select {
 		case <-wait:
-		case <-timer.C:
-			return nil, NotApplied("partition %d has no leader on this node", part.id)
 		case <-ctx.Done():
+			if expired() {
+				return nil, NotApplied("partition %d has no leader on this node", part.id)
+			}
 			return nil, fmt.Errorf("%w: %v", ErrUnavailable, ctx.Err())
 		}
 	}
 	select {
 	case res := <-ch:
 		return res.body, res.err
-	case <-timer.C:
-		return nil, Unavailable("commit did not complete before the deadline")
 	case <-ctx.Done():
+		if expired() {
+			return nil, Unavailable("commit did not complete before the deadline")
+		}
 		return nil, fmt.Errorf("%w: %v", ErrUnavailable, ctx.Err())
 	}
 }

@@ -280,12 +280,37 @@ func TestDeadlineGivesUnavailable(t *testing.T) {
 		errc <- err
 	}()
 	<-g.Proposed
-	if err := <-errc; !errors.Is(err, actors.ErrUnavailable) {
-		t.Fatalf("err = %v, want ErrUnavailable", err)
+	if err := <-errc; !errors.Is(err, actors.ErrUnavailable) || errors.Is(err, actors.ErrNotApplied) {
+		t.Fatalf("err = %v, want ErrUnavailable with an unknown outcome", err)
 	}
 	g.Release <- nil // the commit completes late; the state is still consistent
 	if v := string(e.MustCall("counter", "slow", "get", nil)); v != "1" {
 		t.Fatalf("get = %s", v)
+	}
+}
+
+// A partition that has no leader here until the deadline, the caller's or RequestTimeout,
+// fails the call with ErrNotApplied: nothing ran, so it is safe to retry. A caller that gives
+// up first gets ErrUnavailable alone.
+func TestDeadlineWhileNotLeader(t *testing.T) {
+	e := actortest.New(t, actortest.Options{Runtime: actors.Options{RequestTimeout: 50 * time.Millisecond}}, testkinds.Counter())
+	e.Runtime.SetLeader(actortest.Layout.Of(actors.PartitionOf("counter", "n", actortest.Partitions)), false)
+	call := func(ctx context.Context) error {
+		_, err := e.Runtime.Call(ctx, "counter", "n", actors.Request{Method: "incr"})
+		return err
+	}
+	if err := call(context.Background()); !errors.Is(err, actors.ErrNotApplied) {
+		t.Fatalf("RequestTimeout passed: %v, want ErrNotApplied", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	if err := call(ctx); !errors.Is(err, actors.ErrNotApplied) {
+		t.Fatalf("the caller's deadline passed: %v, want ErrNotApplied", err)
+	}
+	ctx, cancel = context.WithCancel(context.Background())
+	cancel()
+	if err := call(ctx); !errors.Is(err, actors.ErrUnavailable) || errors.Is(err, actors.ErrNotApplied) {
+		t.Fatalf("the caller gave up: %v, want ErrUnavailable alone", err)
 	}
 }
 

@@ -141,7 +141,7 @@ func CallRaw(ctx context.Context, c Caller, timeout time.Duration, kind, id, met
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	return c.Call(ctx, kind, id, actors.Request{Method: method, Body: body})
+	return c.Call(ctx, kind, id, actors.Request{Method: method, Body: body, Value: in})
 }
 
 // LateCaller is a Caller whose target is set later: actor kinds are built before the router

@@ -2,6 +2,7 @@ package kit_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -78,12 +79,12 @@ var methods = kit.Dispatch[*probe]{Name: "kit probe", Methods: map[string]kit.Me
 		counter.Set(ctx, n)
 		return nil, nil
 	}),
-	"count-get": func(_ *probe, ctx *actors.Context, _ []byte) ([]byte, error) {
+	"count-get": func(_ *probe, ctx *actors.Context, _ actors.Request) ([]byte, error) {
 		n, err := counter.Get(ctx)
 		return []byte(fmt.Sprint(n)), err
 	},
-	"raw-put": func(_ *probe, ctx *actors.Context, body []byte) ([]byte, error) {
-		k, v, _ := bytes.Cut(body, []byte("="))
+	"raw-put": func(_ *probe, ctx *actors.Context, req actors.Request) ([]byte, error) {
+		k, v, _ := bytes.Cut(req.Body, []byte("="))
 		ctx.Put(k, v)
 		return nil, nil
 	},
@@ -103,11 +104,11 @@ var methods = kit.Dispatch[*probe]{Name: "kit probe", Methods: map[string]kit.Me
 	"raw-alarm": kit.JSON(func(_ *probe, ctx *actors.Context, t int64) ([]byte, error) {
 		return nil, ctx.SetAlarm("gc", time.UnixMilli(t))
 	}),
-	"drop": func(p *probe, ctx *actors.Context, _ []byte) ([]byte, error) {
+	"drop": func(p *probe, ctx *actors.Context, _ actors.Request) ([]byte, error) {
 		p.gc.Dropped()
 		return nil, ctx.DeleteAlarm("gc")
 	},
-	"forget": func(p *probe, _ *actors.Context, _ []byte) ([]byte, error) { p.gc.Forget(); return nil, nil },
+	"forget": func(p *probe, _ *actors.Context, _ actors.Request) ([]byte, error) { p.gc.Forget(); return nil, nil },
 }}
 
 func (p *probe) Receive(ctx *actors.Context, req actors.Request) ([]byte, error) {
@@ -310,6 +311,21 @@ func TestDispatch(t *testing.T) {
 	var outcome *actors.Error
 	if _, err := h.Call(kind, "p", "put", []byte(`{"t":"x"}`)); !errors.As(err, &outcome) || outcome.Code != "invalid_request" {
 		t.Fatalf("malformed body: %v", err)
+	}
+
+	// A Value of the method's type is taken as it is; a Value of another type is ignored and
+	// Body decoded.
+	for _, c := range []struct {
+		value any
+		want  string
+	}{{9, "9"}, {int64(9), "7"}, {nil, "7"}} {
+		req := actors.Request{Method: "count-set", Body: []byte("7"), Value: c.value}
+		if _, err := h.Runtime.Call(context.Background(), kind, "v", req); err != nil {
+			t.Fatal(err)
+		}
+		if got := string(h.MustCall(kind, "v", "count-get", nil)); got != c.want {
+			t.Fatalf("count-set with Value %#v and Body 7: count %s, want %s", c.value, got, c.want)
+		}
 	}
 }
 

@@ -245,7 +245,7 @@ var methods = kit.Dispatch[*keyActor]{Name: "relayer key", Methods: map[string]k
 	}),
 	methodAdopt:  kit.JSON((*keyActor).submit),
 	MethodGet:    kit.JSON((*keyActor).get),
-	MethodStatus: func(a *keyActor, ctx *actors.Context, _ []byte) ([]byte, error) { return a.status(ctx) },
+	MethodStatus: func(a *keyActor, ctx *actors.Context, _ actors.Request) ([]byte, error) { return a.status(ctx) },
 }}
 
 // Receive implements actors.Handler.

@@ -182,7 +182,7 @@ func srvKey(id string) []byte { return append(append([]byte(nil), prefixSrv...),
 // methods are the registry's messages.
 var methods = kit.Dispatch[*registry]{Name: "server registry", Methods: map[string]kit.Method[*registry]{
 	MethodRegister: kit.JSON((*registry).register),
-	MethodList:     func(r *registry, ctx *actors.Context, _ []byte) ([]byte, error) { return r.list(ctx) },
+	MethodList:     func(r *registry, ctx *actors.Context, _ actors.Request) ([]byte, error) { return r.list(ctx) },
 	MethodDelete: kit.JSON(func(r *registry, ctx *actors.Context, d Deletion) ([]byte, error) {
 		return nil, r.delete(ctx, d.ServerID)
 	}),
