@@ -73,12 +73,15 @@ type overlayEntry struct {
 	value   []byte
 	deleted bool
 	seq     uint64
+	// batch is the batch that carries this write and pos its place in batch.ops: a later
+	// write of the key in the same batch replaces it there.
+	batch *batch
+	pos   int
 }
 
 type batch struct {
 	ops       []persistence.Op
 	seqs      []uint64
-	pos       map[string]int
 	messages  int
 	time      int64
 	setsAlarm bool // writes an alarm index entry: the scheduler must look once it commits
@@ -119,12 +122,20 @@ func (b *batch) release(err error) {
 	}
 }
 
-// envelope carries a request and the callback that receives its reply.
+// envelope carries a request and the channel that receives its reply (buffered: one reply
+// never blocks).
 type envelope struct {
 	req      Request
 	deadline time.Time
-	done     func([]byte, error)
+	reply    chan result
 }
+
+type result struct {
+	body []byte
+	err  error
+}
+
+func (e *envelope) done(body []byte, err error) { e.reply <- result{body, err} }
 
 // alarmFire asks the activation to run a due alarm found in the index.
 type alarmFire struct {
@@ -297,18 +308,18 @@ func (a *activation) stage(ctx *Context, reply func(error)) {
 	switch {
 	case len(ctx.writes) > 0:
 		if a.pending == nil {
-			a.pending = &batch{pos: map[string]int{}}
+			a.pending = &batch{}
 		}
 		b := a.pending
 		for _, w := range ctx.writes {
 			a.seq++
-			a.overlay[string(w.key)] = &overlayEntry{value: w.value, deleted: w.deleted, seq: a.seq}
 			op := persistence.Op{Key: w.key, Value: w.value, Delete: w.deleted}
 			// Later writes of the same key in the batch replace earlier ones in place.
-			if i, ok := b.pos[string(w.key)]; ok {
-				b.ops[i], b.seqs[i] = op, a.seq
+			if e := a.overlay[string(w.key)]; e != nil && e.batch == b {
+				e.value, e.deleted, e.seq = w.value, w.deleted, a.seq
+				b.ops[e.pos], b.seqs[e.pos] = op, a.seq
 			} else {
-				b.pos[string(w.key)] = len(b.ops)
+				a.overlay[string(w.key)] = &overlayEntry{value: w.value, deleted: w.deleted, seq: a.seq, batch: b, pos: len(b.ops)}
 				b.ops = append(b.ops, op)
 				b.seqs = append(b.seqs, a.seq)
 			}

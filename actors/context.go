@@ -19,8 +19,8 @@ import (
 type Context struct {
 	act    *activation
 	now    int64
-	writes []write         // this message's writes, in order
-	index  map[string]int  // relative key → position in writes
+	writes []write         // this message's writes, in order, one per key
+	index  map[string]int  // relative key → position in writes, once writes outgrows a scan
 	alarms map[string]bool // alarm names this message set
 	// effects this message requested, started after its commit unless it is rolled back
 	effects []*effect
@@ -173,23 +173,47 @@ func (c *Context) dataKey(key []byte) []byte {
 	return append(append(make([]byte, 0, len(c.act.dataPrefix)+len(key)), c.act.dataPrefix...), key...)
 }
 
+// scanWrites is the most writes a message's lookups scan before an index is built: most
+// messages write a few keys, and a map per message was a tenth of the bytes a request
+// allocated.
+const scanWrites = 16
+
+// written returns the position of key's write in c.writes, if this message wrote it.
+func (c *Context) written(key []byte) (int, bool) {
+	if c.index != nil {
+		i, ok := c.index[string(key)]
+		return i, ok
+	}
+	for i := range c.writes {
+		if bytes.Equal(c.writes[i].key, key) {
+			return i, true
+		}
+	}
+	return 0, false
+}
+
 func (c *Context) set(key, value []byte, deleted bool) {
-	if i, ok := c.index[string(key)]; ok {
+	if i, ok := c.written(key); ok {
 		c.writes[i] = write{key: key, value: value, deleted: deleted}
 		return
 	}
-	if c.index == nil {
-		c.index = map[string]int{}
-	}
-	c.index[string(key)] = len(c.writes)
 	c.writes = append(c.writes, write{key: key, value: value, deleted: deleted})
+	switch n := len(c.writes); {
+	case n == scanWrites:
+		c.index = make(map[string]int, 2*n)
+		for i, w := range c.writes {
+			c.index[string(w.key)] = i
+		}
+	case n > scanWrites:
+		c.index[string(key)] = n - 1
+	}
 }
 
 // rollback discards this message's writes and the effects it requested.
 func (c *Context) rollback() { c.writes, c.index, c.alarms, c.effects = nil, nil, nil, nil }
 
 func (c *Context) get(key []byte) ([]byte, bool, error) {
-	if i, ok := c.index[string(key)]; ok {
+	if i, ok := c.written(key); ok {
 		w := c.writes[i]
 		return w.value, !w.deleted, nil
 	}

@@ -14,9 +14,16 @@ type listRequest struct {
 	Put     *[2][]byte // bytes, so that JSON keeps non-UTF-8 keys intact
 }
 
+// writesRequest is the body of "writes": writes in order (a nil value deletes), then reads.
+type writesRequest struct {
+	Writes [][2]*string
+	Get    []string
+}
+
 // kvHandler is a test kind exposing the storage transaction directly.
 // put "k=v", delete "k", get "k", list (JSON listRequest → JSON [][2]string),
-// put-then-fail "k=v" (writes then errors), panic.
+// writes (JSON writesRequest → JSON []*string, the values read), put-then-fail "k=v" (writes
+// then errors), panic.
 type kvHandler struct{}
 
 func (kvHandler) Receive(ctx *actors.Context, req actors.Request) ([]byte, error) {
@@ -58,6 +65,30 @@ func (kvHandler) Receive(ctx *actors.Context, req actors.Request) ([]byte, error
 			out = append(out, [2]string{string(kv.Key), string(kv.Value)})
 		}
 		return json.Marshal(out)
+	case "writes":
+		var w writesRequest
+		if err := json.Unmarshal(req.Body, &w); err != nil {
+			return nil, err
+		}
+		for _, kv := range w.Writes {
+			if kv[1] == nil {
+				ctx.Delete([]byte(*kv[0]))
+			} else {
+				ctx.Put([]byte(*kv[0]), []byte(*kv[1]))
+			}
+		}
+		got := make([]*string, len(w.Get))
+		for i, k := range w.Get {
+			v, ok, err := ctx.Get([]byte(k))
+			if err != nil {
+				return nil, err
+			}
+			if ok {
+				s := string(v)
+				got[i] = &s
+			}
+		}
+		return json.Marshal(got)
 	case "panic":
 		panic("handler panic for the test")
 	}

@@ -181,12 +181,7 @@ func (r *Runtime) Call(ctx context.Context, kind, id string, req Request) ([]byt
 	// The deadline passing is the runtime's outcome, told apart from the caller giving up.
 	expired := func() bool { return errors.Is(ctx.Err(), context.DeadlineExceeded) }
 
-	type result struct {
-		body []byte
-		err  error
-	}
-	ch := make(chan result, 1)
-	env := &envelope{req: req, deadline: deadline, done: func(b []byte, err error) { ch <- result{b, err} }}
+	env := &envelope{req: req, deadline: deadline, reply: make(chan result, 1)}
 	part := r.parts[PartitionOf(kind, id, len(r.parts))]
 	for {
 		wait := part.deliver(k, id, env)
@@ -203,7 +198,7 @@ func (r *Runtime) Call(ctx context.Context, kind, id string, req Request) ([]byt
 		}
 	}
 	select {
-	case res := <-ch:
+	case res := <-env.reply:
 		return res.body, res.err
 	case <-ctx.Done():
 		if expired() {

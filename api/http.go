@@ -45,8 +45,27 @@ func ReadBody(r *http.Request) ([]byte, error) {
 	if rb, ok := r.Body.(*readBody); ok {
 		return rb.b, nil
 	}
-	// (Grown as bytes arrive: a Content-Length is the client's word, not memory to set aside.)
-	return io.ReadAll(io.LimitReader(r.Body, MaxBody+1))
+	// Grown as bytes arrive, from a small first buffer: a Content-Length is the client's word,
+	// not memory to set aside. A small one sizes that buffer, so that a typical body takes one
+	// allocation of its own size (one more byte, to read the end without growing).
+	size := 512
+	if r.ContentLength >= 0 && r.ContentLength < int64(size) {
+		size = int(r.ContentLength) + 1
+	}
+	b := make([]byte, 0, size)
+	for {
+		if len(b) == cap(b) {
+			b = append(b, 0)[:len(b)]
+		}
+		n, err := r.Body.Read(b[len(b):min(cap(b), MaxBody+1)])
+		b = b[:len(b)+n]
+		if errors.Is(err, io.EOF) || len(b) > MaxBody {
+			return b, nil
+		}
+		if err != nil {
+			return b, err
+		}
+	}
 }
 
 // readBody is a request body read in full.

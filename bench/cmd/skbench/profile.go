@@ -14,26 +14,30 @@ import (
 	"time"
 )
 
-// startProfiles starts a CPU profile of every node (o.profileFrom) covering the measured
-// time of a run that is starting: after the warm-up, for the duration less half a second.
-// The returned function waits for them, writes each to o.profile/<name>-node<i>.pprof and
-// the run's figures beside them (<name>.json: what bench/cmd/skbudget divides by).
+// startProfiles starts a CPU profile and an allocation profile of every node (o.profileFrom)
+// covering the measured time of a run that is starting: after the warm-up, for the duration
+// less half a second. The returned function waits for them, writes each to
+// o.profile/<name>-node<i>.pprof (CPU) and <name>-allocs-node<i>.pprof (what the measured
+// time allocated), and the run's figures beside them (<name>.json: what bench/cmd/skbudget
+// divides by).
 func startProfiles(ctx context.Context, o options, name string) func(opsPerS float64) error {
 	name = strings.NewReplacer(" ", "_", "/", "_", ",", "").Replace(name)
 	seconds := max(int((o.duration-500*time.Millisecond)/time.Second), 1)
 	var wg sync.WaitGroup
-	errs := make([]error, len(o.profileFrom))
+	errs := make([]error, 2*len(o.profileFrom))
 	for i, base := range o.profileFrom {
-		wg.Go(func() {
-			select {
-			case <-time.After(o.warmup):
-			case <-ctx.Done():
-				errs[i] = ctx.Err()
-				return
-			}
-			errs[i] = fetchProfile(ctx, fmt.Sprintf("%s/debug/pprof/profile?seconds=%d", base, seconds),
-				filepath.Join(o.profile, fmt.Sprintf("%s-node%d.pprof", name, i+1)))
-		})
+		for j, kind := range []struct{ path, infix string }{{"profile", ""}, {"allocs", "-allocs"}} {
+			wg.Go(func() {
+				select {
+				case <-time.After(o.warmup):
+				case <-ctx.Done():
+					errs[2*i+j] = ctx.Err()
+					return
+				}
+				errs[2*i+j] = fetchProfile(ctx, fmt.Sprintf("%s/debug/pprof/%s?seconds=%d", base, kind.path, seconds),
+					filepath.Join(o.profile, fmt.Sprintf("%s%s-node%d.pprof", name, kind.infix, i+1)))
+			})
+		}
 	}
 	return func(opsPerS float64) error {
 		wg.Wait()
@@ -41,7 +45,7 @@ func startProfiles(ctx context.Context, o options, name string) func(opsPerS flo
 			return fmt.Errorf("profile %s: %w", name, err)
 		}
 		b, _ := json.MarshalIndent(map[string]any{"ops_per_s": opsPerS, "seconds": seconds, "nodes": len(o.profileFrom)}, "", "  ")
-		logf("  CPU profiles of the %d node(s) for %d s in %s", len(o.profileFrom), seconds, o.profile)
+		logf("  CPU and allocation profiles of the %d node(s) for %d s in %s", len(o.profileFrom), seconds, o.profile)
 		return os.WriteFile(filepath.Join(o.profile, name+".json"), b, 0o644)
 	}
 }

@@ -1,0 +1,39 @@
+package api
+
+import (
+	"bytes"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"testing/iotest"
+)
+
+// ReadBody returns the body whole up to MaxBody+1 bytes, whatever the Content-Length says and
+// however the reader hands out its bytes.
+func TestReadBody(t *testing.T) {
+	for _, size := range []int{0, 1, 46, 511, 512, 513, 5000, MaxBody, MaxBody + 1, MaxBody + 100} {
+		body := bytes.Repeat([]byte("abcdefg"), size/7+1)[:size]
+		want := body[:min(size, MaxBody+1)]
+		for name, wrap := range map[string]func(io.Reader) io.Reader{
+			"whole":          func(r io.Reader) io.Reader { return r },
+			"byte by byte":   iotest.OneByteReader,
+			"EOF with bytes": iotest.DataErrReader,
+		} {
+			for _, length := range []int64{int64(size), -1} {
+				r := httptest.NewRequest(http.MethodPost, "/", nil)
+				r.Body, r.ContentLength = io.NopCloser(wrap(bytes.NewReader(body))), length
+				got, err := ReadBody(r)
+				if err != nil || !bytes.Equal(got, want) {
+					t.Fatalf("%d bytes, %s, Content-Length %d: %d bytes, %v; want %d", size, name, length, len(got), err, len(want))
+				}
+			}
+		}
+	}
+	r := httptest.NewRequest(http.MethodPost, "/", nil)
+	r.Body = io.NopCloser(iotest.TimeoutReader(strings.NewReader(strings.Repeat("x", 600))))
+	if _, err := ReadBody(r); err == nil {
+		t.Fatal("a failing read: no error")
+	}
+}
