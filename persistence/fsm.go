@@ -91,6 +91,7 @@ func (f *FSM) ApplyBatch(logs []*raft.Log) []any {
 	applied, last := f.applied.Load(), f.time.Load()
 	b := f.s.db.NewBatch()
 	defer b.Close()
+	var key []byte
 	for i, l := range logs {
 		if l.Index <= applied {
 			continue
@@ -108,10 +109,12 @@ func (f *FSM) ApplyBatch(logs []*raft.Log) []any {
 			continue
 		}
 		for _, op := range cmd.Ops {
+			// The batch copies the key: one buffer serves every op.
+			key = append(appendPartitionPrefix(key[:0], op.Partition, sectionState), op.Key...)
 			if op.Delete {
-				err = b.Delete(StateKey(op.Partition, op.Key), nil)
+				err = b.Delete(key, nil)
 			} else {
-				err = b.Set(StateKey(op.Partition, op.Key), op.Value, nil)
+				err = b.Set(key, op.Value, nil)
 			}
 			if err != nil {
 				panic(fmt.Sprintf("group %d: batch write: %v", f.g.ID, err))
