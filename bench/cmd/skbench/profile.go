@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"runtime/pprof"
 	"strings"
 	"sync"
 	"time"
@@ -18,8 +19,8 @@ import (
 // covering the measured time of a run that is starting: after the warm-up, for the duration
 // less half a second. The returned function waits for them, writes each to
 // o.profile/<name>-node<i>.pprof (CPU) and <name>-allocs-node<i>.pprof (what the measured
-// time allocated), and the run's figures beside them (<name>.json: what bench/cmd/skbudget
-// divides by).
+// time allocated), the load generator's own CPU profile (<name>-loadgen.pprof) and the run's
+// figures beside them (<name>.json: what bench/cmd/skbudget divides by).
 func startProfiles(ctx context.Context, o options, name string) func(opsPerS float64) error {
 	name = strings.NewReplacer(" ", "_", "/", "_", ",", "").Replace(name)
 	seconds := max(int((o.duration-500*time.Millisecond)/time.Second), 1)
@@ -39,6 +40,31 @@ func startProfiles(ctx context.Context, o options, name string) func(opsPerS flo
 			})
 		}
 	}
+	wg.Go(func() {
+		select {
+		case <-time.After(o.warmup):
+		case <-ctx.Done():
+			return
+		}
+		err := os.MkdirAll(o.profile, 0o755)
+		var f *os.File
+		if err == nil {
+			f, err = os.Create(filepath.Join(o.profile, name+"-loadgen.pprof"))
+		}
+		if err == nil {
+			err = pprof.StartCPUProfile(f)
+		}
+		if err != nil {
+			logf("  no profile of the load generator: %v", err)
+			return
+		}
+		select {
+		case <-time.After(time.Duration(seconds) * time.Second):
+		case <-ctx.Done():
+		}
+		pprof.StopCPUProfile()
+		_ = f.Close()
+	})
 	return func(opsPerS float64) error {
 		wg.Wait()
 		if err := errors.Join(errs...); err != nil {
