@@ -173,9 +173,9 @@ func (c *Context) dataKey(key []byte) []byte {
 	return append(append(make([]byte, 0, len(c.act.dataPrefix)+len(key)), c.act.dataPrefix...), key...)
 }
 
-// scanWrites is the most writes a message's lookups scan before an index is built: most
-// messages write a few keys, and a map per message was a tenth of the bytes a request
-// allocated.
+// scanWrites is the number of writes at which a message's lookups stop scanning them and an
+// index is built: most messages write a few keys, and a map per message was a tenth of the
+// bytes a request allocated.
 const scanWrites = 16
 
 // written returns the position of key's write in c.writes, if this message wrote it.

@@ -12,11 +12,11 @@ import (
 type Request struct {
 	Method string
 	Body   []byte
-	// Value, when set, is Body already decoded: the Go value a caller in this process encoded
-	// into Body. A handler that would decode Body into a value of the same type may take it
-	// instead (kit.JSON does). It never leaves the process: a forwarded request carries Body
-	// alone, so Body is always set and Value is only ever a shortcut. Caller and handler share
-	// what it points to, so neither may change it.
+	// Value, when set, is the Go value a caller in this process encoded into Body. A handler
+	// that would decode Body into a value of the same type may take it instead when decoding
+	// would give the same value (kit.JSON does, for plain data). It never leaves the process: a
+	// forwarded request carries Body alone, so Body is always set and Value is only ever a
+	// shortcut. Caller and handler share what it points to, so neither may change it.
 	Value any
 }
 

@@ -160,8 +160,16 @@ func CallRaw(ctx context.Context, c Caller, timeout time.Duration, kind, id, met
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	return c.Call(ctx, kind, id, actors.Request{Method: method, Body: body, Value: in})
+	req := actors.Request{Method: method, Body: body, Value: in}
+	if bytes.Contains(body, invalidUTF8) {
+		req.Value = nil // encoding changed a string: the actor must see what Body says
+	}
+	return c.Call(ctx, kind, id, req)
 }
+
+// invalidUTF8 is how encoding/json writes a string's invalid UTF-8 (a literal U+FFFD is
+// written as itself).
+var invalidUTF8 = []byte(`\ufffd`)
 
 // LateCaller is a Caller whose target is set later: actor kinds are built before the router
 // that reaches the cluster exists, and their effects call through this. Before Set, calls

@@ -2,12 +2,17 @@ package api
 
 import (
 	"bytes"
+	"context"
+	"encoding/json"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
 	"testing/iotest"
+	"time"
+
+	"github.com/shardkeeper/shardkeeper/actors"
 )
 
 // ReadBody returns the body whole up to MaxBody+1 bytes, whatever the Content-Length says and
@@ -35,5 +40,35 @@ func TestReadBody(t *testing.T) {
 	r.Body = io.NopCloser(iotest.TimeoutReader(strings.NewReader(strings.Repeat("x", 600))))
 	if _, err := ReadBody(r); err == nil {
 		t.Fatal("a failing read: no error")
+	}
+}
+
+// recordCaller keeps the request it is called with.
+type recordCaller struct{ req actors.Request }
+
+func (c *recordCaller) Call(_ context.Context, _, _ string, req actors.Request) ([]byte, error) {
+	c.req = req
+	return nil, nil
+}
+
+// CallRaw hands the actor its value as well as its encoding, unless encoding changed the value
+// (a string of invalid UTF-8 is sent as U+FFFD).
+func TestCallRawValue(t *testing.T) {
+	type in struct{ S string }
+	for _, c := range []struct {
+		s         string
+		wantValue bool
+	}{{"plain <&>", true}, {"\uFFFD itself", true}, {"bad \xff", false}} {
+		var rc recordCaller
+		if _, err := CallRaw(context.Background(), &rc, time.Second, "k", "i", "m", in{c.s}); err != nil {
+			t.Fatal(err)
+		}
+		if got := rc.req.Value != nil; got != c.wantValue {
+			t.Errorf("%q: Value set %v, want %v (body %s)", c.s, got, c.wantValue, rc.req.Body)
+		}
+		var back in
+		if err := json.Unmarshal(rc.req.Body, &back); err != nil || c.wantValue && back.S != c.s {
+			t.Errorf("%q: body %s decodes to %q, %v", c.s, rc.req.Body, back.S, err)
+		}
 	}
 }

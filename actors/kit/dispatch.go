@@ -1,8 +1,10 @@
 package kit
 
 import (
+	"encoding"
 	"encoding/json"
 	"fmt"
+	"reflect"
 
 	"github.com/shardkeeper/shardkeeper/actors"
 )
@@ -28,11 +30,13 @@ func (d Dispatch[H]) Receive(h H, ctx *actors.Context, req actors.Request) ([]by
 }
 
 // JSON is a Method whose body is the JSON encoding of a T: a body that does not decode is the
-// outcome invalid_request. A request whose Value is a T (a caller in this process) is not
-// decoded at all.
+// outcome invalid_request. A request whose Value is a T (a caller in this process) is taken
+// as it is, without decoding, when T is plain data (see roundTrips): then the value is what
+// decoding Body would give.
 func JSON[H, T any](f func(h H, ctx *actors.Context, in T) ([]byte, error)) Method[H] {
+	takeValue := roundTrips(reflect.TypeFor[T](), map[reflect.Type]bool{})
 	return func(h H, ctx *actors.Context, req actors.Request) ([]byte, error) {
-		if in, ok := req.Value.(T); ok {
+		if in, ok := req.Value.(T); ok && takeValue {
 			return f(h, ctx, in)
 		}
 		var in T
@@ -41,4 +45,46 @@ func JSON[H, T any](f func(h H, ctx *actors.Context, in T) ([]byte, error)) Meth
 		}
 		return f(h, ctx, in)
 	}
+}
+
+var (
+	jsonMarshaler   = reflect.TypeFor[json.Marshaler]()
+	jsonUnmarshaler = reflect.TypeFor[json.Unmarshaler]()
+	textMarshaler   = reflect.TypeFor[encoding.TextMarshaler]()
+	textUnmarshaler = reflect.TypeFor[encoding.TextUnmarshaler]()
+)
+
+// roundTrips reports whether every value of t decodes from its JSON encoding unchanged:
+// booleans, numbers, strings (valid UTF-8, which api.CallRaw checks), and pointers, slices,
+// arrays, string-keyed maps and structs of exported, named fields of those. Not so a type
+// with its own (un)marshalling (json.RawMessage is compacted, time.Time truncated), an
+// interface, or a struct field that JSON leaves out or flattens.
+func roundTrips(t reflect.Type, seen map[reflect.Type]bool) bool {
+	if seen[t] {
+		return true // a recursive type: decided where it was first met
+	}
+	seen[t] = true
+	pt := reflect.PointerTo(t)
+	if t.Implements(jsonMarshaler) || pt.Implements(jsonUnmarshaler) || t.Implements(textMarshaler) || pt.Implements(textUnmarshaler) {
+		return false
+	}
+	switch t.Kind() {
+	case reflect.Bool, reflect.String, reflect.Float32, reflect.Float64,
+		reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return true
+	case reflect.Pointer, reflect.Slice, reflect.Array:
+		return roundTrips(t.Elem(), seen)
+	case reflect.Map:
+		return t.Key().Kind() == reflect.String && roundTrips(t.Elem(), seen)
+	case reflect.Struct:
+		for i := range t.NumField() {
+			f := t.Field(i)
+			if !f.IsExported() || f.Anonymous || f.Tag.Get("json") == "-" || !roundTrips(f.Type, seen) {
+				return false
+			}
+		}
+		return true
+	}
+	return false
 }

@@ -52,7 +52,10 @@ func startProfiles(ctx context.Context, o options, name string) func(opsPerS flo
 			f, err = os.Create(filepath.Join(o.profile, name+"-loadgen.pprof"))
 		}
 		if err == nil {
-			err = pprof.StartCPUProfile(f)
+			if err = pprof.StartCPUProfile(f); err != nil {
+				_ = f.Close()
+				_ = os.Remove(f.Name())
+			}
 		}
 		if err != nil {
 			logf("  no profile of the load generator: %v", err)
@@ -63,7 +66,9 @@ func startProfiles(ctx context.Context, o options, name string) func(opsPerS flo
 		case <-ctx.Done():
 		}
 		pprof.StopCPUProfile()
-		_ = f.Close()
+		if err := f.Close(); err != nil {
+			logf("  profile of the load generator: %v", err)
+		}
 	})
 	return func(opsPerS float64) error {
 		wg.Wait()
