@@ -62,10 +62,11 @@ func TestStaleReadAfterPause(t *testing.T) {
 		return resp.StatusCode, out
 	}
 
-	// A nonce of partition p, issued before the pause (so X has it too).
+	// A nonce of partition p, issued before the pause (so X has it too). Issued through X: a
+	// node issues from the shards of partitions it leads, so another node would not pick p.
 	var nonce string
 	for i := 0; nonce == "" && i < 2000; i++ {
-		if status, out := post(Y.URL("/v1/nonces"), `{"org_id":"chaos"}`); status == http.StatusCreated && inP(out["nonce"].(string)) {
+		if status, out := post(X.URL("/v1/nonces"), `{"org_id":"chaos"}`); status == http.StatusCreated && inP(out["nonce"].(string)) {
 			nonce = out["nonce"].(string)
 		}
 	}
