@@ -64,8 +64,9 @@ func roundTrips(t reflect.Type, seen map[reflect.Type]bool) bool {
 		return true // a recursive type: decided where it was first met
 	}
 	seen[t] = true
+	// A pointer's method set holds the value's: methods of either receiver count.
 	pt := reflect.PointerTo(t)
-	if t.Implements(jsonMarshaler) || pt.Implements(jsonUnmarshaler) || t.Implements(textMarshaler) || pt.Implements(textUnmarshaler) {
+	if pt.Implements(jsonMarshaler) || pt.Implements(jsonUnmarshaler) || pt.Implements(textMarshaler) || pt.Implements(textUnmarshaler) {
 		return false
 	}
 	switch t.Kind() {

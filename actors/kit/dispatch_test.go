@@ -37,6 +37,7 @@ func TestRoundTrips(t *testing.T) {
 			S string `json:"-"`
 		}](), false},
 		{reflect.TypeFor[embedded](), false},
+		{reflect.TypeFor[struct{ C custom }](), false}, // MarshalJSON on *custom
 		{reflect.TypeFor[map[int]string](), false},
 		{reflect.TypeFor[chan int](), false},
 	} {
@@ -45,3 +46,9 @@ func TestRoundTrips(t *testing.T) {
 		}
 	}
 }
+
+// custom has a marshaller of its own, on the pointer.
+type custom struct{ S string }
+
+// MarshalJSON gives custom a pointer-receiver marshaller.
+func (c *custom) MarshalJSON() ([]byte, error) { return json.Marshal("custom:" + c.S) }
