@@ -29,10 +29,7 @@ func startProfiles(ctx context.Context, o options, name string) func(opsPerS flo
 	for i, base := range o.profileFrom {
 		for j, kind := range []struct{ path, infix string }{{"profile", ""}, {"allocs", "-allocs"}} {
 			wg.Go(func() {
-				select {
-				case <-time.After(o.warmup):
-				case <-ctx.Done():
-					errs[2*i+j] = ctx.Err()
+				if errs[2*i+j] = sleep(ctx, o.warmup); errs[2*i+j] != nil {
 					return
 				}
 				errs[2*i+j] = fetchProfile(ctx, fmt.Sprintf("%s/debug/pprof/%s?seconds=%d", base, kind.path, seconds),
@@ -41,33 +38,11 @@ func startProfiles(ctx context.Context, o options, name string) func(opsPerS flo
 		}
 	}
 	wg.Go(func() {
-		select {
-		case <-time.After(o.warmup):
-		case <-ctx.Done():
+		if sleep(ctx, o.warmup) != nil {
 			return
 		}
-		err := os.MkdirAll(o.profile, 0o755)
-		var f *os.File
-		if err == nil {
-			f, err = os.Create(filepath.Join(o.profile, name+"-loadgen.pprof"))
-		}
-		if err == nil {
-			if err = pprof.StartCPUProfile(f); err != nil {
-				_ = f.Close()
-				_ = os.Remove(f.Name())
-			}
-		}
-		if err != nil {
+		if err := profileSelf(ctx, filepath.Join(o.profile, name+"-loadgen.pprof"), time.Duration(seconds)*time.Second); err != nil {
 			logf("  no profile of the load generator: %v", err)
-			return
-		}
-		select {
-		case <-time.After(time.Duration(seconds) * time.Second):
-		case <-ctx.Done():
-		}
-		pprof.StopCPUProfile()
-		if err := f.Close(); err != nil {
-			logf("  profile of the load generator: %v", err)
 		}
 	})
 	return func(opsPerS float64) error {
@@ -79,6 +54,35 @@ func startProfiles(ctx context.Context, o options, name string) func(opsPerS flo
 		logf("  CPU and allocation profiles of the %d node(s) for %d s in %s", len(o.profileFrom), seconds, o.profile)
 		return os.WriteFile(filepath.Join(o.profile, name+".json"), b, 0o644)
 	}
+}
+
+// sleep waits d, or returns ctx's error if it ends first.
+func sleep(ctx context.Context, d time.Duration) error {
+	select {
+	case <-time.After(d):
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// profileSelf writes a CPU profile of this process for d (less if ctx ends first) to path.
+func profileSelf(ctx context.Context, path string, d time.Duration) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		_ = f.Close()
+		_ = os.Remove(path)
+		return err
+	}
+	_ = sleep(ctx, d)
+	pprof.StopCPUProfile()
+	return f.Close()
 }
 
 func fetchProfile(ctx context.Context, url, path string) error {
