@@ -180,7 +180,7 @@ func (s *scheduler) fireDue() (next int64, sent int, err error) {
 			delete(s.inflight, key)
 			s.mu.Unlock()
 		}}
-		if wait := s.part.deliver(kind, e.id, msg); wait != nil {
+		if wait, err := s.part.deliver(kind, e.id, msg); wait != nil || err != nil {
 			msg.done(nil) // the partition is not led here any more; the scheduler is stopping
 		}
 	}

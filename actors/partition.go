@@ -25,7 +25,12 @@ type partition struct {
 	mu      sync.Mutex
 	gen     uint64 // counts leadership notifications, to drop stale barrier results
 	ready   bool
-	readyCh chan struct{} // closed when ready
+	readyCh chan struct{} // closed when ready, and when the leadership is lost
+	// deposed: Raft last reported that this node does not lead the partition's group. Calls
+	// are then refused at once (NotApplied, so the router sends them on), not held until a
+	// readiness that may never come. Before any report, and between gaining the leadership
+	// and readiness, calls wait.
+	deposed bool
 	acts    map[actKey]*actRef
 	sched   *scheduler
 
@@ -56,12 +61,16 @@ func (p *partition) now(clock func() time.Time) int64 {
 }
 
 // deliver sends msg to the activation of (kind, id), creating it if needed. When the
-// partition is not ready here it sends nothing and returns a channel closed on readiness.
-func (p *partition) deliver(kind *kindEntry, id string, msg any) (wait <-chan struct{}) {
+// partition is not ready here it sends nothing: it fails with NotApplied if this node was
+// deposed, and otherwise returns a channel closed on readiness or on deposition.
+func (p *partition) deliver(kind *kindEntry, id string, msg any) (wait <-chan struct{}, err error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if !p.ready {
-		return p.readyCh
+		if p.deposed {
+			return nil, NotApplied("partition %d is not led by this node", p.id)
+		}
+		return p.readyCh, nil
 	}
 	key := actKey{kind.Name, id}
 	ref := p.acts[key]
@@ -81,7 +90,7 @@ func (p *partition) deliver(kind *kindEntry, id string, msg any) (wait <-chan st
 	ref.queued.Add(1)
 	kind.mailbox.Inc()
 	p.rt.system.Root.Send(ref.pid, msg)
-	return nil
+	return nil, nil
 }
 
 // forget removes a retiring activation from the registry, so new messages go to a new one.
@@ -124,12 +133,16 @@ func (p *partition) setLeader(leader bool) {
 	p.mu.Lock()
 	p.gen++
 	gen := p.gen
+	p.deposed = !leader
 	if leader {
 		p.mu.Unlock()
 		go p.becomeReady(gen)
 		return
 	}
 	acts, sched := p.unready()
+	// Wake the calls waiting for a readiness that will not come: they are refused now.
+	close(p.readyCh)
+	p.readyCh = make(chan struct{})
 	p.mu.Unlock()
 	p.stopAll(acts, sched)
 }

@@ -164,8 +164,10 @@ func (r *Runtime) Ready(p uint32) bool {
 
 // Call sends req to the actor (kind, id) and waits for its reply, which arrives only after
 // the writes it depends on have committed. The deadline is ctx's, or RequestTimeout from now.
-// Errors: the handler's own error; ErrUnavailable (wrapped) when the partition is not ready
-// here before the deadline or the commit does not finish in time or fails; ErrUnknownKind.
+// Errors: the handler's own error; ErrNotApplied (wrapped in ErrUnavailable) at once when
+// Raft reports that this node does not lead the partition, and at the deadline when the
+// partition, led here, is not ready yet; ErrUnavailable when the commit does not finish in
+// time or fails; ErrUnknownKind.
 func (r *Runtime) Call(ctx context.Context, kind, id string, req Request) ([]byte, error) {
 	k, ok := r.kinds[kind]
 	if !ok {
@@ -184,7 +186,10 @@ func (r *Runtime) Call(ctx context.Context, kind, id string, req Request) ([]byt
 	env := &envelope{req: req, deadline: deadline, reply: make(chan result, 1)}
 	part := r.parts[PartitionOf(kind, id, len(r.parts))]
 	for {
-		wait := part.deliver(k, id, env)
+		wait, err := part.deliver(k, id, env)
+		if err != nil {
+			return nil, err
+		}
 		if wait == nil {
 			break
 		}

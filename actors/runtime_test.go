@@ -235,8 +235,22 @@ func TestOutputGateAndFailedCommit(t *testing.T) {
 	if r := <-third; !errors.Is(r.err, actors.ErrNotApplied) || !errors.Is(r.err, actors.ErrUnavailable) {
 		t.Fatalf("reply of the batch behind it: %q, %v; want ErrUnavailable and ErrNotApplied", r.v, r.err)
 	}
-	// The failed writes are gone: the next increment reads committed state (1).
-	go func() { done <- string(e.MustCall("counter", "x", "incr", nil)) }()
+	// The failed writes are gone: the next increment reads committed state (1). It may reach
+	// the failed activation while that retires, which refuses it with ErrNotApplied; the
+	// router sends such a request again, and so does this test.
+	go func() {
+		for {
+			b, err := e.Runtime.Call(context.Background(), "counter", "x", actors.Request{Method: "incr"})
+			if errors.Is(err, actors.ErrNotApplied) {
+				continue
+			}
+			if err != nil {
+				t.Errorf("incr after the failed commit: %v", err)
+			}
+			done <- string(b)
+			return
+		}
+	}()
 	<-g.Proposed
 	g.Release <- nil
 	<-handled
@@ -289,12 +303,45 @@ func TestDeadlineGivesUnavailable(t *testing.T) {
 	}
 }
 
-// A partition that has no leader here until the deadline, the caller's or RequestTimeout,
+// heldBarrier holds every Barrier, once hold is set, until the test ends: a partition whose
+// leadership was gained stays not ready.
+type heldBarrier struct {
+	*actors.MemReplicator
+	hold    atomic.Bool
+	release chan struct{}
+}
+
+func (h *heldBarrier) Barrier(g uint32, timeout time.Duration) error {
+	if h.hold.Load() {
+		<-h.release
+	}
+	return h.MemReplicator.Barrier(g, timeout)
+}
+
+// becomingLeader returns a harness whose partition of counter "n" has just been gained and
+// waits for its Barrier, and a function that reports the partition lost.
+func becomingLeader(t *testing.T, requestTimeout time.Duration) (*actortest.Harness, func()) {
+	var hb *heldBarrier
+	e := actortest.New(t, actortest.Options{
+		Runtime: actors.Options{RequestTimeout: requestTimeout},
+		Wrap: func(m *actors.MemReplicator) actors.Replicator {
+			hb = &heldBarrier{MemReplicator: m, release: make(chan struct{})}
+			return hb
+		},
+	}, testkinds.Counter())
+	g := actortest.Layout.Of(actors.PartitionOf("counter", "n", actortest.Partitions))
+	hb.hold.Store(true)
+	t.Cleanup(func() { close(hb.release) })
+	e.Runtime.SetLeader(g, false)
+	e.Runtime.SetLeader(g, true)
+	return e, func() { e.Runtime.SetLeader(g, false) }
+}
+
+// A partition led here but not ready until the deadline, the caller's or RequestTimeout,
 // fails the call with ErrNotApplied: nothing ran, so it is safe to retry. A caller that gives
 // up first gets ErrUnavailable alone.
-func TestDeadlineWhileNotLeader(t *testing.T) {
-	e := actortest.New(t, actortest.Options{Runtime: actors.Options{RequestTimeout: 50 * time.Millisecond}}, testkinds.Counter())
-	e.Runtime.SetLeader(actortest.Layout.Of(actors.PartitionOf("counter", "n", actortest.Partitions)), false)
+func TestDeadlineWhileBecomingLeader(t *testing.T) {
+	e, _ := becomingLeader(t, 50*time.Millisecond)
 	call := func(ctx context.Context) error {
 		_, err := e.Runtime.Call(ctx, "counter", "n", actors.Request{Method: "incr"})
 		return err
@@ -311,6 +358,40 @@ func TestDeadlineWhileNotLeader(t *testing.T) {
 	cancel()
 	if err := call(ctx); !errors.Is(err, actors.ErrUnavailable) || errors.Is(err, actors.ErrNotApplied) {
 		t.Fatalf("the caller gave up: %v, want ErrUnavailable alone", err)
+	}
+}
+
+// A node that Raft reports deposed refuses a call at once with ErrNotApplied, so the router
+// sends it to the new leader, and so does a call that was waiting for the partition to become
+// ready when the leadership was lost; neither waits for its deadline.
+func TestDeposedRefusesAtOnce(t *testing.T) {
+	const timeout = time.Minute
+	e, lose := becomingLeader(t, timeout)
+	errc := make(chan error, 1)
+	go func() {
+		_, err := e.Runtime.Call(context.Background(), "counter", "n", actors.Request{Method: "incr"})
+		errc <- err
+	}()
+	select {
+	case err := <-errc:
+		t.Fatalf("a call returned before the leadership was lost: %v", err)
+	case <-time.After(50 * time.Millisecond): // it waits for readiness meanwhile
+	}
+	lose()
+	select {
+	case err := <-errc:
+		if !errors.Is(err, actors.ErrNotApplied) {
+			t.Fatalf("waiting call: %v, want ErrNotApplied", err)
+		}
+	case <-time.After(timeout / 2):
+		t.Fatal("the waiting call was held after the leadership was lost")
+	}
+	start := time.Now()
+	if _, err := e.Runtime.Call(context.Background(), "counter", "n", actors.Request{Method: "incr"}); !errors.Is(err, actors.ErrNotApplied) {
+		t.Fatalf("call to the deposed node: %v, want ErrNotApplied", err)
+	}
+	if d := time.Since(start); d > timeout/2 {
+		t.Fatalf("the deposed node held the call for %v", d)
 	}
 }
 
