@@ -415,6 +415,13 @@ func (a *activation) committed(c actor.Context, m *commitDone) {
 // reads committed state) and answers anything still queued with err.
 func (a *activation) fail(c actor.Context, err error) {
 	a.effects.close()
+	// Out of the registry before any reply is released: a caller that sees its failure and
+	// sends again reaches a fresh activation, not this retiring one.
+	first := !a.retired
+	if first {
+		a.retired = true
+		a.part.forget(a)
+	}
 	if a.inflight != nil {
 		a.inflight.release(err)
 	}
@@ -422,12 +429,9 @@ func (a *activation) fail(c actor.Context, err error) {
 		a.pending.release(notApplied(err))
 	}
 	a.inflight, a.pending, a.overlay = nil, nil, map[string]*overlayEntry{}
-	if a.retired {
-		return
+	if first {
+		c.Send(c.Self(), stopSelf{})
 	}
-	a.retired = true
-	a.part.forget(a)
-	c.Send(c.Self(), stopSelf{})
 }
 
 // stopSelf is queued behind everything sent before the activation left the registry.

@@ -180,7 +180,7 @@ func (s *scheduler) fireDue() (next int64, sent int, err error) {
 			delete(s.inflight, key)
 			s.mu.Unlock()
 		}}
-		if wait, err := s.part.deliver(kind, e.id, msg); wait != nil || err != nil {
+		if wait, derr := s.part.deliver(kind, e.id, msg); wait != nil || derr != nil {
 			msg.done(nil) // the partition is not led here any more; the scheduler is stopping
 		}
 	}

@@ -25,11 +25,11 @@ type partition struct {
 	mu      sync.Mutex
 	gen     uint64 // counts leadership notifications, to drop stale barrier results
 	ready   bool
-	readyCh chan struct{} // closed when ready, and when the leadership is lost
+	readyCh chan struct{} // closed iff ready; one handed out while not ready closes on readiness or deposition
 	// deposed: Raft last reported that this node does not lead the partition's group. Calls
-	// are then refused at once (NotApplied, so the router sends them on), not held until a
-	// readiness that may never come. Before any report, and between gaining the leadership
-	// and readiness, calls wait.
+	// are then refused at once (NotApplied: nothing ran, the router may send them elsewhere),
+	// not held until a readiness that may never come. Before any report, and between gaining
+	// the leadership and readiness, calls wait.
 	deposed bool
 	acts    map[actKey]*actRef
 	sched   *scheduler
@@ -139,10 +139,12 @@ func (p *partition) setLeader(leader bool) {
 		go p.becomeReady(gen)
 		return
 	}
+	if !p.ready {
+		// Wake the calls waiting for a readiness that will not come: they are refused now.
+		close(p.readyCh)
+		p.readyCh = make(chan struct{})
+	}
 	acts, sched := p.unready()
-	// Wake the calls waiting for a readiness that will not come: they are refused now.
-	close(p.readyCh)
-	p.readyCh = make(chan struct{})
 	p.mu.Unlock()
 	p.stopAll(acts, sched)
 }

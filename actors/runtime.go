@@ -146,8 +146,9 @@ func New(opts Options, kinds ...Kind) (*Runtime, error) {
 
 // SetLeader tells the runtime that this node gained or lost the leadership of Raft group g,
 // and so of each of its partitions. On gaining it, each partition opens once a Barrier has
-// applied every committed entry; on losing it, their activations stop and their held replies
-// fail with ErrUnavailable.
+// applied every committed entry; on losing it, their activations stop, their held replies
+// fail with ErrUnavailable, and calls, those waiting for readiness included, fail with
+// ErrNotApplied until the leadership returns.
 func (r *Runtime) SetLeader(g uint32, leader bool) {
 	for _, p := range r.groups[g].parts {
 		p.setLeader(leader)
@@ -164,10 +165,10 @@ func (r *Runtime) Ready(p uint32) bool {
 
 // Call sends req to the actor (kind, id) and waits for its reply, which arrives only after
 // the writes it depends on have committed. The deadline is ctx's, or RequestTimeout from now.
-// Errors: the handler's own error; ErrNotApplied (wrapped in ErrUnavailable) at once when
-// Raft reports that this node does not lead the partition, and at the deadline when the
-// partition, led here, is not ready yet; ErrUnavailable when the commit does not finish in
-// time or fails; ErrUnknownKind.
+// Errors: the handler's own error; ErrNotApplied (wrapped in ErrUnavailable) at once after
+// Raft reported that this node does not lead the partition, and at the deadline while it is
+// not ready here otherwise (no report yet, or the Barrier after gaining the leadership);
+// ErrUnavailable when the commit does not finish in time or fails; ErrUnknownKind.
 func (r *Runtime) Call(ctx context.Context, kind, id string, req Request) ([]byte, error) {
 	k, ok := r.kinds[kind]
 	if !ok {
