@@ -19,6 +19,8 @@ type Member struct {
 	HTTPAddr   string `json:"http_addr"`
 	// DiskLow is set while the member refuses writes for lack of disk space.
 	DiskLow bool `json:"disk_low,omitempty"`
+	// Leaving is set while the member, told to stop, waits for others to take its replicas.
+	Leaving bool `json:"leaving,omitempty"`
 }
 
 // ClusterView is what the operational endpoints need from the node.
@@ -31,6 +33,8 @@ type ClusterView interface {
 	Ready() error
 	// StateHashes reports, per partition, this replica's applied index and state hash.
 	StateHashes() ([]PartitionHash, error)
+	// Routes is the routing table: each Raft group's partitions and leader.
+	Routes() cluster.Routes
 	GossipKeys
 }
 
@@ -64,8 +68,9 @@ func IsOps(r *http.Request) bool {
 var OperatorPatterns = []string{"GET /metrics", "GET /v1/cluster/hashes", "GET /v1/cluster",
 	"GET /v1/cluster/gossip-keys", "POST /v1/cluster/gossip-keys", "GET /ui"}
 
-// RegisterOps adds /healthz, /readyz, /metrics, /v1/cluster, the operator's dashboard (/ui)
-// and the gossip keyring's endpoints (with the admin token) to mux.
+// RegisterOps adds /healthz, /readyz, /metrics, /v1/cluster, the routing table
+// (/v1/cluster/routes, public: clients use it), the operator's dashboard (/ui) and the gossip
+// keyring's endpoints (with the admin token) to mux.
 func RegisterOps(mux *http.ServeMux, view ClusterView, gatherer prometheus.Gatherer, adminToken string) {
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		WriteJSON(w, http.StatusOK, map[string]string{"status": "ok"})
@@ -92,6 +97,9 @@ func RegisterOps(mux *http.ServeMux, view ClusterView, gatherer prometheus.Gathe
 	mux.HandleFunc("GET /ui", dashboard(view, gatherer))
 	mux.HandleFunc("GET /v1/cluster/gossip-keys", Admin(adminToken, listGossipKeys(view)))
 	mux.HandleFunc("POST /v1/cluster/gossip-keys", Admin(adminToken, changeGossipKey(view)))
+	mux.HandleFunc("GET /v1/cluster/routes", func(w http.ResponseWriter, _ *http.Request) {
+		WriteJSON(w, http.StatusOK, view.Routes())
+	})
 	mux.HandleFunc("GET /v1/cluster", func(w http.ResponseWriter, _ *http.Request) {
 		WriteJSON(w, http.StatusOK, ClusterStatus{NodeID: view.NodeID(), Members: view.Members(), Partitions: view.Partitions()})
 	})

@@ -118,7 +118,7 @@ func (c *Client) AppendEvent(ctx context.Context, chain string, e ChainEvent) (o
 		return nil, false, err
 	}
 	out = &Appended{}
-	status, err := c.do(ctx, call{method: http.MethodPost, path: path, body: e, chain: true, idempotent: true}, out)
+	status, err := c.do(ctx, call{actor: &actor{kindChain, chain}, method: http.MethodPost, path: path, body: e, chain: true, idempotent: true}, out)
 	if err != nil {
 		return nil, false, err
 	}
@@ -153,7 +153,7 @@ func (c *Client) Checkpoint(ctx context.Context, chain string) ([]byte, error) {
 		return nil, err
 	}
 	var out []byte
-	if _, err := c.do(ctx, call{method: http.MethodGet, path: path, idempotent: true}, &out); err != nil {
+	if _, err := c.do(ctx, call{actor: &actor{kindChain, chain}, method: http.MethodGet, path: path, idempotent: true}, &out); err != nil {
 		return nil, err
 	}
 	return out, nil
@@ -180,7 +180,7 @@ func (c *Client) RetryChain(ctx context.Context, chain string) (int, error) {
 	var out struct {
 		Requeued int `json:"requeued"`
 	}
-	if _, err := c.do(ctx, call{method: http.MethodPost, path: path, admin: true, idempotent: true}, &out); err != nil {
+	if _, err := c.do(ctx, call{actor: &actor{kindChain, chain}, method: http.MethodPost, path: path, admin: true, idempotent: true}, &out); err != nil {
 		return 0, err
 	}
 	return out.Requeued, nil
@@ -193,7 +193,7 @@ func chainGet[T any](ctx context.Context, c *Client, chain, rest string) (*T, er
 		return nil, err
 	}
 	var out T
-	if _, err := c.do(ctx, call{method: http.MethodGet, path: path, idempotent: true}, &out); err != nil {
+	if _, err := c.do(ctx, call{actor: &actor{kindChain, chain}, method: http.MethodGet, path: path, idempotent: true}, &out); err != nil {
 		return nil, err
 	}
 	return &out, nil

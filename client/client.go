@@ -43,6 +43,7 @@ type Client struct {
 	chainToken   string
 	retry        RetryPolicy
 	issuers      issuers
+	routes       *routes // the routing table (WithRouting), nil without
 
 	// Seams for tests; production values are set by New.
 	sleep     func(context.Context, time.Duration) error
@@ -125,6 +126,10 @@ type call struct {
 	// answered, when set, learns the base URL that answered.
 	prefer   string
 	answered *string
+	// actor is the actor the call runs on, or anyLeader set when it may run on any actor of
+	// its kind: with WithRouting, the first attempt goes to the node that leads it.
+	actor     *actor
+	anyLeader bool
 }
 
 // do runs c's call with retries and decodes a 2xx body into out (when out is non-nil and the
@@ -142,11 +147,25 @@ func (c *Client) do(ctx context.Context, cl call, out any) (int, error) {
 		attempts = 1
 	}
 	for n := 1; ; n++ {
-		base := cl.prefer
+		base, routed := cl.prefer, false
+		if n == 1 {
+			if b := c.routed(cl); b != "" {
+				base, routed = b, true
+			}
+		}
 		if n > 1 || base == "" {
 			base = c.bases[(c.next.Add(1)-1)%uint64(len(c.bases))]
 		}
-		status, err := c.once(ctx, base, cl, body, out)
+		status, leader, err := c.once(ctx, base, cl, body, out)
+		switch {
+		case leader != "" && cl.actor != nil && c.routes != nil:
+			// Forwarded: the answer names the leader. Take it, and refresh the rest.
+			c.routes.learn(*cl.actor, c.scheme()+"://"+leader)
+			c.refreshSoon()
+		case routed && isTransport(err):
+			c.routes.forget(base)
+			c.refreshSoon()
+		}
 		if err == nil {
 			if cl.answered != nil {
 				*cl.answered = base
@@ -175,15 +194,41 @@ func unwrapTransport(err error) error {
 	return err
 }
 
-// once sends one attempt of cl to base.
-func (c *Client) once(ctx context.Context, base string, cl call, body []byte, out any) (int, error) {
+// routed is the base URL the routing table sends cl to first, "" for none (no table, or the
+// call names no actor the table knows a leader of).
+func (c *Client) routed(cl call) string {
+	if c.routes == nil || (cl.actor == nil && !cl.anyLeader) {
+		return ""
+	}
+	var base string
+	if cl.actor != nil {
+		base = c.routes.base(*cl.actor)
+	} else {
+		base = c.routes.anyLeader()
+	}
+	if base == "" {
+		c.refreshSoon()
+	}
+	return base
+}
+
+// isTransport reports whether err is a transport error (the node was not reached, or its
+// answer was lost).
+func isTransport(err error) bool {
+	var t *transportError
+	return errors.As(err, &t)
+}
+
+// once sends one attempt of cl to base. leader is the answer's Shardkeeper-Leader: the node
+// that ran the request when base forwarded it there.
+func (c *Client) once(ctx context.Context, base string, cl call, body []byte, out any) (int, string, error) {
 	var rd io.Reader
 	if body != nil {
 		rd = bytes.NewReader(body)
 	}
 	req, err := http.NewRequestWithContext(ctx, cl.method, base+cl.path, rd)
 	if err != nil {
-		return 0, fmt.Errorf("client: build %s %s: %w", cl.method, cl.path, err)
+		return 0, "", fmt.Errorf("client: build %s %s: %w", cl.method, cl.path, err)
 	}
 	req.Header.Set("Accept", "application/json")
 	if body != nil {
@@ -202,24 +247,25 @@ func (c *Client) once(ctx context.Context, base string, cl call, body []byte, ou
 	}
 	resp, err := hc.Do(req)
 	if err != nil {
-		return 0, &transportError{err}
+		return 0, "", &transportError{err}
 	}
 	defer resp.Body.Close()
+	leader := resp.Header.Get(leaderHeader)
 	data, err := io.ReadAll(io.LimitReader(resp.Body, maxResponse))
 	if err != nil {
-		return resp.StatusCode, &transportError{fmt.Errorf("client: read %s %s answer: %w", cl.method, cl.path, err)}
+		return resp.StatusCode, leader, &transportError{fmt.Errorf("client: read %s %s answer: %w", cl.method, cl.path, err)}
 	}
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		return resp.StatusCode, c.decodeError(resp, data)
+		return resp.StatusCode, leader, c.decodeError(resp, data)
 	}
 	if raw, ok := out.(*[]byte); ok { // a text answer (a checkpoint)
 		*raw = data
 	} else if out != nil && len(data) > 0 {
 		if err := json.Unmarshal(data, out); err != nil {
-			return resp.StatusCode, fmt.Errorf("client: decode %s %s answer (HTTP %d): %w", cl.method, cl.path, resp.StatusCode, err)
+			return resp.StatusCode, leader, fmt.Errorf("client: decode %s %s answer (HTTP %d): %w", cl.method, cl.path, resp.StatusCode, err)
 		}
 	}
-	return resp.StatusCode, nil
+	return resp.StatusCode, leader, nil
 }
 
 // bearer is the token cl sends as Authorization: Bearer, "" for none.

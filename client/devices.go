@@ -72,7 +72,7 @@ func attestPath(registry, rest string) string { return "/v1/attest/" + seg(regis
 // RegisterDevice registers a device, or re-registers it (Created false). Idempotent.
 func (c *Client) RegisterDevice(ctx context.Context, registry string, req RegisterDeviceRequest) (*Registration, error) {
 	var out Registration
-	status, err := c.do(ctx, call{method: http.MethodPost, path: attestPath(registry, "/register"), body: req, idempotent: true}, &out)
+	status, err := c.do(ctx, call{actor: &actor{kindDevices, registry}, method: http.MethodPost, path: attestPath(registry, "/register"), body: req, idempotent: true}, &out)
 	if err != nil {
 		return nil, err
 	}
@@ -88,7 +88,7 @@ func (c *Client) Challenge(ctx context.Context, registry, deviceID string) (*Cha
 	body := struct {
 		DeviceID string `json:"device_id"`
 	}{deviceID}
-	if _, err := c.do(ctx, call{method: http.MethodPost, path: attestPath(registry, "/challenge"), body: body}, &out); err != nil {
+	if _, err := c.do(ctx, call{actor: &actor{kindDevices, registry}, method: http.MethodPost, path: attestPath(registry, "/challenge"), body: body}, &out); err != nil {
 		return nil, err
 	}
 	return &out, nil
@@ -103,7 +103,7 @@ func (c *Client) Verify(ctx context.Context, registry string, req VerifyRequest)
 	if req.RequestID == "" {
 		req.RequestID = newRequestID()
 	}
-	if _, err := c.do(ctx, call{method: http.MethodPost, path: attestPath(registry, "/verify"), body: req, idempotent: true}, &out); err != nil {
+	if _, err := c.do(ctx, call{actor: &actor{kindDevices, registry}, method: http.MethodPost, path: attestPath(registry, "/verify"), body: req, idempotent: true}, &out); err != nil {
 		return nil, err
 	}
 	return &out, nil
@@ -112,7 +112,7 @@ func (c *Client) Verify(ctx context.Context, registry string, req VerifyRequest)
 // GetDevice reads a device.
 func (c *Client) GetDevice(ctx context.Context, registry, deviceID string) (*Device, error) {
 	var out Device
-	if _, err := c.do(ctx, call{method: http.MethodGet, path: attestPath(registry, "/devices/"+seg(deviceID)), idempotent: true}, &out); err != nil {
+	if _, err := c.do(ctx, call{actor: &actor{kindDevices, registry}, method: http.MethodGet, path: attestPath(registry, "/devices/"+seg(deviceID)), idempotent: true}, &out); err != nil {
 		return nil, err
 	}
 	return &out, nil
@@ -121,6 +121,6 @@ func (c *Client) GetDevice(ctx context.Context, registry, deviceID string) (*Dev
 // DeleteDevice removes a device (admin). A call retried after a lost answer may end in
 // 404 unknown_device because its first attempt deleted the device.
 func (c *Client) DeleteDevice(ctx context.Context, registry, deviceID string) error {
-	_, err := c.do(ctx, call{method: http.MethodDelete, path: attestPath(registry, "/devices/"+seg(deviceID)), admin: true, idempotent: true}, nil)
+	_, err := c.do(ctx, call{actor: &actor{kindDevices, registry}, method: http.MethodDelete, path: attestPath(registry, "/devices/"+seg(deviceID)), admin: true, idempotent: true}, nil)
 	return err
 }

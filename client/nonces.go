@@ -37,7 +37,7 @@ func (c *Client) IssueNonce(ctx context.Context, orgID string) (*Nonce, error) {
 		OrgID string `json:"org_id"`
 	}{orgID}
 	var node string
-	if _, err := c.do(ctx, call{method: http.MethodPost, path: "/v1/nonces", body: body, answered: &node}, &out); err != nil {
+	if _, err := c.do(ctx, call{method: http.MethodPost, path: "/v1/nonces", body: body, answered: &node, anyLeader: true}, &out); err != nil {
 		return nil, err
 	}
 	if len(c.bases) > 1 {
@@ -93,7 +93,7 @@ func (c *Client) ConsumeNonce(ctx context.Context, nonce string, req ConsumeRequ
 		req.RequestID = c.requestID()
 	}
 	var out Consumed
-	cl := call{method: http.MethodPost, path: "/v1/nonces/" + seg(nonce) + "/consume", body: req, idempotent: true, prefer: c.issuers.issuer(nonce)}
+	cl := call{method: http.MethodPost, path: "/v1/nonces/" + seg(nonce) + "/consume", body: req, idempotent: true, prefer: c.issuers.issuer(nonce), actor: nonceActor(nonce)}
 	if _, err := c.do(ctx, cl, &out); err != nil {
 		return nil, err
 	}
@@ -103,7 +103,7 @@ func (c *Client) ConsumeNonce(ctx context.Context, nonce string, req ConsumeRequ
 // GetNonce reads a nonce.
 func (c *Client) GetNonce(ctx context.Context, nonce string) (*Nonce, error) {
 	var out Nonce
-	if _, err := c.do(ctx, call{method: http.MethodGet, path: "/v1/nonces/" + seg(nonce), idempotent: true}, &out); err != nil {
+	if _, err := c.do(ctx, call{method: http.MethodGet, path: "/v1/nonces/" + seg(nonce), idempotent: true, actor: nonceActor(nonce)}, &out); err != nil {
 		return nil, err
 	}
 	return &out, nil

@@ -39,7 +39,7 @@ func serversPath(registry string) string { return "/v1/servers/" + seg(registry)
 // answer may report Created false for the entry its first attempt created).
 func (c *Client) PutServer(ctx context.Context, registry, serverID string, req PutServerRequest) (*Heartbeat, error) {
 	var out Heartbeat
-	status, err := c.do(ctx, call{method: http.MethodPut, path: serversPath(registry) + "/" + seg(serverID), body: req, idempotent: true}, &out)
+	status, err := c.do(ctx, call{actor: &actor{kindServers, registry}, method: http.MethodPut, path: serversPath(registry) + "/" + seg(serverID), body: req, idempotent: true}, &out)
 	if err != nil {
 		return nil, err
 	}
@@ -52,7 +52,7 @@ func (c *Client) ListServers(ctx context.Context, registry string) ([]Server, er
 	var out struct {
 		Servers []Server `json:"servers"`
 	}
-	if _, err := c.do(ctx, call{method: http.MethodGet, path: serversPath(registry), idempotent: true}, &out); err != nil {
+	if _, err := c.do(ctx, call{actor: &actor{kindServers, registry}, method: http.MethodGet, path: serversPath(registry), idempotent: true}, &out); err != nil {
 		return nil, err
 	}
 	return out.Servers, nil
@@ -61,6 +61,6 @@ func (c *Client) ListServers(ctx context.Context, registry string) ([]Server, er
 // DeleteServer removes a server (admin). A call retried after a lost answer may end in 404
 // because its first attempt deleted the entry.
 func (c *Client) DeleteServer(ctx context.Context, registry, serverID string) error {
-	_, err := c.do(ctx, call{method: http.MethodDelete, path: serversPath(registry) + "/" + seg(serverID), admin: true, idempotent: true}, nil)
+	_, err := c.do(ctx, call{actor: &actor{kindServers, registry}, method: http.MethodDelete, path: serversPath(registry) + "/" + seg(serverID), admin: true, idempotent: true}, nil)
 	return err
 }

@@ -195,33 +195,38 @@ type BalanceSituation struct {
 	Led []GroupInfo
 	// Addresses maps live members' server ids to their Raft addresses.
 	Addresses map[string]raft.ServerAddress
-	// Unfit holds the server ids of members that must not lead (their disk is low).
-	Unfit map[string]bool
+	// Unfit maps the server ids of members that must not lead to why: "disk-low" (it refuses
+	// writes) or "leaving" (it was told to stop).
+	Unfit map[string]string
 }
 
 // DecideBalance picks one group led here to hand to a voter that leads fewer than its
 // share, when this node leads more than its share (⌈G / live members⌉). ok is false when no
 // transfer is due.
 //
-// A node unfit to lead (Unfit: its disk is low) hands any group it leads to a fit voter,
-// whatever the shares; no leadership is handed to an unfit node.
+// A node unfit to lead (Unfit: its disk is low, or it is leaving) hands any group it leads to
+// a fit voter, whatever the shares; no leadership is handed to an unfit node.
 func DecideBalance(s BalanceSituation) (g uint32, a Action, ok bool) {
 	if len(s.Leading) < 2 {
 		return 0, Action{}, false
 	}
 	share := (s.Groups + len(s.Leading) - 1) / len(s.Leading)
-	selfUnfit := s.Unfit[s.Self]
+	selfUnfit := s.Unfit[s.Self] != ""
 	if len(s.Led) <= share && !selfUnfit {
 		return 0, Action{}, false
 	}
 	for _, in := range s.Led {
 		for _, sv := range in.Servers {
 			n, live := s.Leading[string(sv.ID)]
-			if !live || sv.Suffrage != raft.Voter || string(sv.ID) == s.Self || s.Unfit[string(sv.ID)] || (n+1 > share && !selfUnfit) {
+			if !live || sv.Suffrage != raft.Voter || string(sv.ID) == s.Self || s.Unfit[string(sv.ID)] != "" || (n+1 > share && !selfUnfit) {
 				continue
 			}
 			reason := fmt.Sprintf("this node leads %d, more than its share of %d", len(s.Led), share)
-			if selfUnfit {
+			switch s.Unfit[s.Self] {
+			case "":
+			case "leaving":
+				reason = "this node is leaving"
+			default:
 				reason = "this node's disk is low"
 			}
 			return in.ID, Action{Kind: TransferLeadership, Server: sv.ID, Address: s.Addresses[string(sv.ID)], Reason: reason}, true

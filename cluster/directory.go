@@ -247,6 +247,31 @@ func (d *Directory) Leader(p uint32) string {
 	return rec.Leader
 }
 
+// Configurations returns every group's latest configuration as this node knows it: its own
+// Raft instance's, or the gossiped record's when that is further on (a node removed from a
+// group never hears of its removal from Raft: the leader stops replicating to it first).
+func (d *Directory) Configurations() []GroupConfig {
+	out := make([]GroupConfig, d.cfg.Host.Groups())
+	for i := range out {
+		g := uint32(i)
+		in := d.cfg.Host.Info(g)
+		out[i] = GroupConfig{ID: g, Servers: in.Servers}
+		rec, ok := d.record(g)
+		if !ok || in.Leader == d.cfg.Host.ServerID() || rec.Term < in.Term || (rec.Term == in.Term && rec.LastIndex < in.LastIndex) {
+			continue
+		}
+		var servers []raft.Server
+		for _, v := range rec.Voters {
+			servers = append(servers, raft.Server{ID: raft.ServerID(v), Suffrage: raft.Voter})
+		}
+		for _, v := range rec.NonVoters {
+			servers = append(servers, raft.Server{ID: raft.ServerID(v), Suffrage: raft.Nonvoter})
+		}
+		out[i].Servers = servers
+	}
+	return out
+}
+
 func (d *Directory) record(g uint32) (record, bool) {
 	d.mu.Lock()
 	defer d.mu.Unlock()

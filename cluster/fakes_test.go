@@ -79,6 +79,7 @@ func (f *fakeMembers) Alive() []NodeMeta {
 	return out
 }
 func (f *fakeMembers) Update(func(*NodeMeta))   {}
+func (f *fakeMembers) Local() NodeMeta          { return NodeMeta{} }
 func (f *fakeMembers) Changes() <-chan struct{} { return nil }
 func (f *fakeMembers) Broadcast(key string, msg []byte) {
 	f.mu.Lock()

@@ -10,6 +10,12 @@ import (
 // nodes with the highest rendezvous (highest-random-weight) score hash(g, node id). Every
 // node computes the same set from the same membership, adding or removing one node moves
 // only the groups whose top R it enters or leaves, and no coordination is needed.
+//
+// A node that is leaving (NodeMeta.Leaving: it was told to stop) ranks after every node that
+// is not, so its replicas move to others before it exits, as long as others are left to take
+// them; when fewer than R are, the leaving nodes with the highest scores stay desired, and a
+// cluster stopping as a whole (or a 3-node cluster restarting one node at a time) moves
+// nothing.
 
 func score(g uint32, nodeID string) uint64 {
 	h := fnv.New64a()
@@ -25,10 +31,14 @@ func score(g uint32, nodeID string) uint64 {
 }
 
 // Desired returns the desired replicas of group g among nodes, best first: the r nodes
-// with the highest score (all of them when fewer than r). Ties break by node id.
+// with the highest score (all of them when fewer than r), those leaving after all others.
+// Ties break by node id.
 func Desired(g uint32, nodes []NodeMeta, r int) []NodeMeta {
 	out := append([]NodeMeta(nil), nodes...)
 	sort.Slice(out, func(i, j int) bool {
+		if out[i].Leaving != out[j].Leaving {
+			return !out[i].Leaving
+		}
 		si, sj := score(g, out[i].ID), score(g, out[j].ID)
 		if si != sj {
 			return si > sj

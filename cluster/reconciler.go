@@ -25,6 +25,7 @@ type raftGroups interface {
 
 // memberView is what the reconciler needs of gossip.
 type memberView interface {
+	Local() NodeMeta
 	Members() []Member
 	Update(fn func(*NodeMeta))
 	Changes() <-chan struct{}
@@ -136,19 +137,17 @@ func (r *Reconciler) Pass(now time.Time) {
 
 	leading := map[string]int{}
 	addrs := map[string]raft.ServerAddress{}
-	unfit := map[string]bool{}
+	unfit := map[string]string{}
 	for _, m := range members {
 		if m.State != StateAlive {
 			continue // a suspect member may be gone: no leadership goes to it
 		}
 		leading[m.ServerID] = m.Leading
 		addrs[m.ServerID] = RaftAddress(m.Raft, m.ServerID)
-		if m.DiskLow {
-			unfit[m.ServerID] = true
-		}
+		unfit[m.ServerID] = unfitness(m.DiskLow, m.Leaving)
 	}
 	leading[self] = len(led)
-	unfit[self] = diskLow
+	unfit[self] = unfitness(diskLow, r.cfg.Members.Local().Leaving)
 	bs := BalanceSituation{Self: self, Leading: leading, Unfit: unfit, Groups: h.Groups(), Led: led, Addresses: addrs}
 	for {
 		g, a, ok := DecideBalance(bs)
@@ -156,13 +155,24 @@ func (r *Reconciler) Pass(now time.Time) {
 			return
 		}
 		r.apply(g, a)
-		if !diskLow {
+		if unfit[self] == "" {
 			return // one transfer per pass to balance
 		}
-		// Unfit to lead: every leadership goes now.
+		// Unfit to lead (disk low, or leaving): every leadership goes now.
 		bs.Led = slices.DeleteFunc(bs.Led, func(in GroupInfo) bool { return in.ID == g })
 		bs.Leading[string(a.Server)]++
 	}
+}
+
+// unfitness is why a member must not lead ("" when it may): its disk is low, or it is leaving.
+func unfitness(diskLow, leaving bool) string {
+	switch {
+	case diskLow:
+		return "disk-low"
+	case leaving:
+		return "leaving"
+	}
+	return ""
 }
 
 // noteMissing records in next when each server of the configuration that gossip does not

@@ -10,6 +10,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/asynkron/protoactor-go/eventstream"
 	"github.com/asynkron/protoactor-go/remote"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/shardkeeper/shardkeeper/actors"
 	"github.com/shardkeeper/shardkeeper/cluster/routepb"
 	"github.com/shardkeeper/shardkeeper/persistence"
@@ -52,7 +53,9 @@ type RouterConfig struct {
 	// LeaderMovedGrace is how long a request forwarded to a partition's former leader may
 	// still wait after another node is observed leading the partition; 0: one second.
 	LeaderMovedGrace time.Duration
-	Logger           *slog.Logger
+	// Forwards, when set, counts the requests sent to another node to run.
+	Forwards prometheus.Counter
+	Logger   *slog.Logger
 }
 
 // Router sends a request to the node leading its actor's partition: locally into the
@@ -171,11 +174,15 @@ func (r *Router) Call(ctx context.Context, kind, id string, req actors.Request) 
 			}
 			continue
 		}
+		if r.cfg.Forwards != nil {
+			r.cfg.Forwards.Inc()
+		}
 		reply, err := r.forward(ctx, target, p, kind, id, req)
 		if err != nil {
 			return nil, err
 		}
 		if reply.Status != routepb.Status_NOT_LEADER {
+			noteForwarded(ctx, target.HTTP)
 			return decodeReply(reply)
 		}
 		if reply.LeaderHint == "" || reply.LeaderHint == target.ServerID || reply.LeaderHint == hint {

@@ -59,6 +59,7 @@ func TestDefault(t *testing.T) {
 		ActorIdleTimeout:     2 * time.Minute,
 		ShutdownDrain:        2 * time.Second,
 		DeadMemberGrace:      30 * time.Second,
+		LeaveTimeout:         2 * time.Minute,
 		RaftHeartbeatTimeout: 500 * time.Millisecond,
 		RaftElectionTimeout:  500 * time.Millisecond,
 		RaftCommitTimeout:    500 * time.Millisecond,
@@ -114,6 +115,7 @@ var samples = map[string]struct {
 	"actor-idle-timeout":     {"30s", func(c *Config) { c.ActorIdleTimeout = 30 * time.Second }},
 	"shutdown-drain":         {"5s", func(c *Config) { c.ShutdownDrain = 5 * time.Second }},
 	"dead-member-grace":      {"5s", func(c *Config) { c.DeadMemberGrace = 5 * time.Second }},
+	"leave-timeout":          {"0s", func(c *Config) { c.LeaveTimeout = 0 }},
 	"raft-heartbeat-timeout": {"100ms", func(c *Config) { c.RaftHeartbeatTimeout = 100 * time.Millisecond }},
 	"raft-election-timeout":  {"1s", func(c *Config) { c.RaftElectionTimeout = time.Second }},
 	"raft-commit-timeout":    {"50ms", func(c *Config) { c.RaftCommitTimeout = 50 * time.Millisecond }},
@@ -510,6 +512,7 @@ func TestValidate(t *testing.T) {
 		{"actor-idle-timeout 0", func(c *Config) { c.ActorIdleTimeout = 0 }, "actor-idle-timeout"},
 		{"shutdown-drain negative", func(c *Config) { c.ShutdownDrain = -time.Second }, "shutdown-drain"},
 		{"dead-member-grace zero", func(c *Config) { c.DeadMemberGrace = 0 }, "dead-member-grace"},
+		{"leave-timeout negative", func(c *Config) { c.LeaveTimeout = -time.Second }, "leave-timeout"},
 		{"raft-heartbeat-timeout 49ms", func(c *Config) { c.RaftHeartbeatTimeout = 49 * time.Millisecond }, "raft-heartbeat-timeout"},
 		{"raft-heartbeat-timeout 50ms", func(c *Config) {
 			c.RaftHeartbeatTimeout, c.RaftElectionTimeout = 50*time.Millisecond, 50*time.Millisecond

@@ -182,10 +182,13 @@ func Start(cfg config.Config, opts Options) (n *Node, err error) {
 		Host: host, Members: n.membership, Replicas: cfg.Replicas, DeadGrace: cfg.DeadMemberGrace, Disk: n.disk, Logger: logger,
 	})
 	n.reconciler.Start()
+	forwards := prometheus.NewCounter(prometheus.CounterOpts{Name: "shardkeeper_requests_forwarded_total",
+		Help: "Requests this node sent to the leader of their partition on another node to run (a client that keeps the routing table sends them there itself)."})
+	n.registry.MustRegister(forwards)
 	if n.router, err = cluster.StartRouter(cluster.RouterConfig{
 		Self: n.serverID, Partitions: n.directory, Members: n.membership, Runtime: n.runtime, System: n.system,
 		Replicas: cfg.Replicas, RequestTimeout: cfg.RequestTimeout, LeaderMovedGrace: 2 * cfg.RaftElectionTimeout,
-		Logger: logger,
+		Forwards: forwards, Logger: logger,
 	}); err != nil {
 		return nil, err
 	}
@@ -214,6 +217,9 @@ func Start(cfg config.Config, opts Options) (n *Node, err error) {
 	if err != nil {
 		return nil, err
 	}
+	// Outside the instruments: it hands the request on with a new context, and they read the
+	// pattern the mux records in the request it was given.
+	handler = api.LeaderHint(handler)
 	guard := api.NewConnGuard(cfg.HTTPMaxConns)
 	n.http = &http.Server{Handler: n.drainAware(handler), ConnState: guard.ConnState}
 	timeouts.Apply(n.http)
@@ -420,13 +426,16 @@ func (n *Node) Members() []api.Member {
 	var out []api.Member
 	for _, m := range n.membership.Members() {
 		out = append(out, api.Member{NodeID: m.ID, ServerID: m.ServerID, State: m.State,
-			StateSince: m.Since.UnixMilli(), HTTPAddr: m.HTTP, DiskLow: m.DiskLow})
+			StateSince: m.Since.UnixMilli(), HTTPAddr: m.HTTP, DiskLow: m.DiskLow, Leaving: m.Leaving && !m.Gone()})
 	}
 	return out
 }
 
 // Partitions implements api.ClusterView.
 func (n *Node) Partitions() []cluster.PartitionStatus { return n.directory.Status() }
+
+// Routes implements api.ClusterView.
+func (n *Node) Routes() cluster.Routes { return n.directory.Routes() }
 
 // drainAware closes every connection after its response while the node drains, so that no
 // client is left holding an idle keep-alive connection when the listener shuts: a request
@@ -490,12 +499,17 @@ func (n *Node) StateHashes() ([]api.PartitionHash, error) {
 // of another layout found after a late join.
 func (n *Node) Done() <-chan error { return n.served }
 
-// Shutdown leaves the cluster gracefully: it drains (--shutdown-drain: /readyz fails and
-// every response closes its connection), stops taking requests (in-flight ones finish
-// until ctx ends), hands over the leadership of every partition led here, leaves gossip, then
-// stops the runtime, Raft and storage.
+// Shutdown leaves the cluster gracefully: it marks this node leaving, so that the Raft
+// groups it replicates move their replicas to other nodes (when there are enough of them),
+// drains (--shutdown-drain: /readyz fails and every response closes its connection), stops
+// taking requests (in-flight ones finish until ctx ends), waits until no group counts on this
+// node any more (--leave-timeout), hands over the leadership of every group still led here,
+// leaves gossip, then stops the runtime, Raft and storage.
 func (n *Node) Shutdown(ctx context.Context) error {
 	var errs []error
+	if n.membership != nil {
+		n.membership.Update(func(m *cluster.NodeMeta) { m.Leaving = true })
+	}
 	if n.http != nil && n.cfg.ShutdownDrain > 0 {
 		n.draining.Store(true)
 		n.logger.Info("draining before shutdown", "for", n.cfg.ShutdownDrain.String())
@@ -511,6 +525,7 @@ func (n *Node) Shutdown(ctx context.Context) error {
 			errs = append(errs, fmt.Errorf("http shutdown: %w", err))
 		}
 	}
+	n.handOff(ctx)
 	if n.host != nil {
 		n.host.TransferLeadership()
 	}
@@ -524,6 +539,46 @@ func (n *Node) Shutdown(ctx context.Context) error {
 	}
 	errs = append(errs, n.close())
 	return errors.Join(errs...)
+}
+
+// handOff waits, at most --leave-timeout, until no Raft group lists this node among its
+// replicas while the placement wants it elsewhere (cluster.AwaitingHandOff): the groups'
+// leaders add a replica on another node, promote it once caught up, then remove this one, so
+// that no group is left short of a voter when this node exits.
+func (n *Node) handOff(ctx context.Context) {
+	if n.cfg.LeaveTimeout <= 0 || n.membership == nil || n.directory == nil {
+		return
+	}
+	start := time.Now()
+	timeout := time.NewTimer(n.cfg.LeaveTimeout)
+	defer timeout.Stop()
+	tick := time.NewTicker(250 * time.Millisecond)
+	defer tick.Stop()
+	logged := start
+	for {
+		pending := cluster.AwaitingHandOff(n.directory.Configurations(), n.membership.Alive(), n.cfg.Replicas, n.membership.Local())
+		if len(pending) == 0 {
+			if waited := time.Since(start); waited > time.Second {
+				n.logger.Info("replicas handed over to other nodes", "waited", waited.Round(time.Millisecond).String())
+			}
+			return
+		}
+		if time.Since(logged) >= 5*time.Second {
+			logged = time.Now()
+			n.logger.Info("waiting for other nodes to take over this node's replicas", "raft_groups", pending,
+				"waited", time.Since(start).Round(time.Second).String())
+		}
+		select {
+		case <-tick.C:
+		case <-timeout.C:
+			n.logger.Warn("leaving before every Raft group it replicates has a replica on another node in its place",
+				"raft_groups", pending, "leave_timeout", n.cfg.LeaveTimeout.String())
+			return
+		case <-ctx.Done():
+			n.logger.Warn("leaving with replicas not yet taken over", "raft_groups", pending, "error", ctx.Err())
+			return
+		}
+	}
 }
 
 func (n *Node) close() error {

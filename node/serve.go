@@ -43,7 +43,7 @@ func Serve(args []string, opts Options) error {
 	case failed = <-n.Done():
 		logger.Error("stopping", "error", failed)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownDrain+cfg.RequestTimeout+5*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownDrain+cfg.LeaveTimeout+cfg.RequestTimeout+5*time.Second)
 	defer cancel()
 	if err := n.Shutdown(ctx); err != nil {
 		return errors.Join(failed, fmt.Errorf("shutdown: %w", err))

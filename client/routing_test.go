@@ -1,0 +1,171 @@
+package client
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/shardkeeper/shardkeeper/actors"
+	"github.com/shardkeeper/shardkeeper/actors/chain"
+	"github.com/shardkeeper/shardkeeper/actors/device"
+	"github.com/shardkeeper/shardkeeper/actors/oracle"
+	"github.com/shardkeeper/shardkeeper/actors/servers"
+)
+
+// The client's names of the actors and its partition function are the server's: a mismatch
+// would send every request to the wrong node (answered all the same, through a forward).
+func TestRoutingNamesAndHashAreTheServers(t *testing.T) {
+	for mine, theirs := range map[string]string{kindDevices: device.KindName, kindServers: servers.KindName,
+		kindNonces: oracle.KindName, kindChain: chain.KindName} {
+		if mine != theirs {
+			t.Errorf("client kind %q, server kind %q", mine, theirs)
+		}
+		for _, n := range []int{1, 16, 4096, 16384} {
+			for i := range 64 {
+				id := fmt.Sprintf("id-%d", i)
+				if got, want := partitionOf(actor{mine, id}, n), actors.PartitionOf(theirs, id, n); got != want {
+					t.Fatalf("partition of (%s, %s) among %d: client %d, server %d", mine, id, n, got, want)
+				}
+			}
+		}
+	}
+	n := oracle.RandomShard() + "_" + base64.RawURLEncoding.EncodeToString(make([]byte, 32)) // an issued nonce's shape
+	shard, ok := oracle.ShardOf(n)
+	if a := nonceActor(n); !ok || a == nil || a.id != shard {
+		t.Fatalf("nonce %s: client actor %v, server shard %q", n, a, shard)
+	}
+}
+
+// fakeNode answers the routing table and any other request with its own name, with
+// Shardkeeper-Leader set when hint returns an address (a forward).
+type fakeNode struct {
+	name   string
+	srv    *httptest.Server
+	routes func() Routes
+	hint   func(path string) string
+
+	mu   sync.Mutex
+	seen []string
+}
+
+func newFakeNode(t *testing.T, name string) *fakeNode {
+	f := &fakeNode{name: name}
+	f.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		if r.URL.Path == "/v1/cluster/routes" {
+			_ = json.NewEncoder(w).Encode(f.routes())
+			return
+		}
+		f.mu.Lock()
+		f.seen = append(f.seen, r.URL.Path)
+		f.mu.Unlock()
+		if f.hint != nil {
+			if h := f.hint(r.URL.Path); h != "" {
+				w.Header().Set(leaderHeader, h)
+			}
+		}
+		_, _ = w.Write([]byte(`{"servers":[]}`))
+	}))
+	t.Cleanup(f.srv.Close)
+	return f
+}
+
+func (f *fakeNode) addr() string { return strings.TrimPrefix(f.srv.URL, "http://") }
+
+func (f *fakeNode) paths() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]string(nil), f.seen...)
+}
+
+// With the table, each request goes to the leader of its actor's partition; an answer that
+// names another leader (the table was stale) moves that partition's next requests there.
+func TestRoutingSendsToTheLeader(t *testing.T) {
+	a, b := newFakeNode(t, "a"), newFakeNode(t, "b")
+	const parts = 16
+	var mu sync.Mutex
+	second := b // leader of group 1
+	table := func() Routes {
+		mu.Lock()
+		defer mu.Unlock()
+		return Routes{Partitions: parts, Groups: []Route{
+			{Group: 0, First: 0, End: 8, Leader: "a", LeaderHTTP: a.addr()},
+			{Group: 1, First: 8, End: 16, Leader: second.name, LeaderHTTP: second.addr()}}}
+	}
+	a.routes, b.routes = table, table
+	c, err := New([]string{a.srv.URL, b.srv.URL}, WithRouting())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := c.RefreshRoutes(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// Registries of each half of the partitions.
+	var inA, inB string
+	for i := 0; inA == "" || inB == ""; i++ {
+		name := fmt.Sprintf("reg-%d", i)
+		if partitionOf(actor{kindServers, name}, parts) < 8 {
+			inA = name
+		} else {
+			inB = name
+		}
+	}
+	for range 5 {
+		for _, reg := range []string{inA, inB} {
+			if _, err := c.ListServers(ctx, reg); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if got := a.paths(); len(got) != 5 || got[0] != "/v1/servers/"+inA {
+		t.Fatalf("a served %v, want the 5 lists of %s", got, inA)
+	}
+	if got := b.paths(); len(got) != 5 || got[0] != "/v1/servers/"+inB {
+		t.Fatalf("b served %v, want the 5 lists of %s", got, inB)
+	}
+
+	// Leadership of group 1 moved to a: b forwards, and says so (the table the client
+	// refreshes in the background then says so too).
+	mu.Lock()
+	second = a
+	mu.Unlock()
+	b.hint = func(string) string { return a.addr() }
+	if _, err := c.ListServers(ctx, inB); err != nil {
+		t.Fatal(err)
+	}
+	b.hint = nil
+	if _, err := c.ListServers(ctx, inB); err != nil {
+		t.Fatal(err)
+	}
+	if got := b.paths(); len(got) != 6 {
+		t.Fatalf("b served %d requests, want 6: the one after the hint goes to a", len(got))
+	}
+	if got := a.paths(); len(got) != 6 || got[5] != "/v1/servers/"+inB {
+		t.Fatalf("a served %v, want the list of %s after the hint", got, inB)
+	}
+}
+
+// Without WithRouting, requests go round robin whatever the answers say.
+func TestNoRoutingRoundRobin(t *testing.T) {
+	a, b := newFakeNode(t, "a"), newFakeNode(t, "b")
+	a.hint = func(string) string { return b.addr() }
+	c, err := New([]string{a.srv.URL, b.srv.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 4 {
+		if _, err := c.ListServers(context.Background(), "r"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(a.paths()) != 2 || len(b.paths()) != 2 {
+		t.Fatalf("a served %d, b %d; want 2 each", len(a.paths()), len(b.paths()))
+	}
+}

@@ -1,0 +1,88 @@
+package cluster
+
+import (
+	"context"
+	"sync/atomic"
+)
+
+// The routing table: which node's HTTP API leads each range of partitions, served to clients
+// (GET /v1/cluster/routes) so that they can send each request where it runs without a
+// forward. Redis Cluster's clients keep its slot map the same way; as there, a stale table
+// costs one forward (the answer then names the leader, see Forwarded) and never a wrong
+// answer, since the node that receives a request routes it by Raft's word, not the client's.
+
+// Routes is the routing table as this node knows it.
+type Routes struct {
+	// Epoch numbers the map of partitions to Raft groups; it changes only when that map does.
+	Epoch uint64 `json:"epoch"`
+	// Partitions is P: an actor (kind, id) lives in partition FNV-1a-64(kind, 0x00, id) mod P.
+	Partitions int     `json:"partitions"`
+	Groups     []Route `json:"groups"`
+}
+
+// Route is one Raft group's entry: its partitions [First, End) and its leader.
+type Route struct {
+	Group uint32 `json:"group"`
+	First uint32 `json:"first"`
+	End   uint32 `json:"end"`
+	// Term is the leader's Raft term: of two answers naming different leaders, the higher
+	// term's is the newer.
+	Term uint64 `json:"term"`
+	// Leader is the leader's node id, LeaderHTTP the address of its HTTP API; both "" while
+	// the group has no leader this node knows of.
+	Leader     string `json:"leader"`
+	LeaderHTTP string `json:"leader_http"`
+}
+
+// Routes returns the routing table: each group's leader as Leader reports it (this node's
+// Raft instance, or the leader's gossip), with the HTTP address the leader gossips.
+func (d *Directory) Routes() Routes {
+	members := d.cfg.Members.Members()
+	rt := Routes{Partitions: d.layout.Partitions, Groups: make([]Route, d.layout.Count())}
+	for i := range rt.Groups {
+		g := d.layout.Group(uint32(i))
+		r := Route{Group: g.ID, First: g.First, End: g.End}
+		leader := d.Leader(g.First)
+		if in := d.cfg.Host.Info(g.ID); in.Leader != "" && in.Leader == leader {
+			r.Term = in.Term
+		} else if rec, ok := d.record(g.ID); ok && rec.Leader == leader {
+			r.Term = rec.Term
+		}
+		for _, m := range members {
+			if leader != "" && m.ServerID == leader && !m.Gone() {
+				r.Leader, r.LeaderHTTP = m.ID, m.HTTP
+			}
+		}
+		rt.Groups[i] = r
+	}
+	return rt
+}
+
+// Forwarded records where a request was forwarded: the HTTP address of the node that ran it.
+// The HTTP layer puts one in each request's context (WithForwardNote) and answers with it, so
+// that a client that keeps the routing table learns, from the one answer that took a detour,
+// which node leads that partition now.
+type Forwarded struct{ httpAddr atomic.Pointer[string] }
+
+// HTTPAddr is the address recorded, "" if the request was not forwarded.
+func (f *Forwarded) HTTPAddr() string {
+	if p := f.httpAddr.Load(); p != nil {
+		return *p
+	}
+	return ""
+}
+
+type forwardedKey struct{}
+
+// WithForwardNote returns ctx carrying a fresh Forwarded, and that Forwarded.
+func WithForwardNote(ctx context.Context) (context.Context, *Forwarded) {
+	f := &Forwarded{}
+	return context.WithValue(ctx, forwardedKey{}, f), f
+}
+
+// noteForwarded records in ctx's Forwarded, if it has one, that the request ran at httpAddr.
+func noteForwarded(ctx context.Context, httpAddr string) {
+	if f, ok := ctx.Value(forwardedKey{}).(*Forwarded); ok && httpAddr != "" {
+		f.httpAddr.Store(&httpAddr)
+	}
+}
