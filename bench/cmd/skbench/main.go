@@ -28,6 +28,10 @@
 //	    [--workloads oracle,device,heartbeat] [--skip-redis] [--out bench/results/latest.json]
 //	    [--nodes 1|3] [--skip-etcd] [--skip-floor]
 //
+// With --scale 3,6,9 it runs the scale-out benchmark instead (scale.go): clusters grown online
+// from the first size, each node CPU-capped by a cgroup, oracle pairs/s spread over every node
+// and through the routing client, as ratios to the first size (make bench-scale).
+//
 // On one node it also calibrates the machine: the nonce workload on bench/cmd/skfloor, the
 // least an HTTP service can do per request (net/http, shardkeeper's JSON decoding, one
 // fsynced Pebble write; and again with nothing stored). The comparison then shows how far
@@ -83,6 +87,13 @@ type options struct {
 	profile          string // directory for CPU profiles of the nodes
 	profileClients   int
 	profileFrom      []string // the nodes' debug URLs, while measuring shardkeeper
+
+	// The scale-out benchmark (scale.go), run instead of the others when scale is set.
+	scale         []int // cluster sizes, grown online from the first
+	scaleClients  []int // clients per node
+	scaleRounds   int
+	scaleLeadWait time.Duration
+	cpuCap        int // % of one core per node; 0: uncapped
 }
 
 // layoutArgs are the shardkeeper flags of the partition layout beyond --partitions.
@@ -103,7 +114,11 @@ func main() {
 		os.Exit(2)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err = run(ctx, opts)
+	if len(opts.scale) > 0 {
+		err = runScale(ctx, opts)
+	} else {
+		err = run(ctx, opts)
+	}
 	interrupted := ctx.Err() != nil
 	stop()
 	if err != nil {
@@ -144,8 +159,28 @@ func parseFlags(args []string) (options, error) {
 	fs.DurationVar(&o.chainDuration, "chain-duration", 20*time.Second, "measured time of each chain run")
 	fs.DurationVar(&o.chainWarmup, "chain-warmup", 8*time.Second, "unmeasured warm-up before each chain run")
 	fs.IntVar(&o.chainWindow, "chain-window", 512, "events the chain workload keeps accepted and not yet taken by the node")
+	scale := fs.String("scale", "", "run the scale-out benchmark instead: comma-separated cluster sizes, grown online from the first (e.g. 3,6,9)")
+	scaleClients := fs.String("scale-clients", "128,256", "with --scale: comma-separated client counts per node; the best is reported")
+	fs.IntVar(&o.scaleRounds, "scale-rounds", 3, "with --scale: rounds (each grows a fresh cluster); medians are reported")
+	fs.DurationVar(&o.scaleLeadWait, "scale-lead-wait", 3*time.Minute, "with --scale: how long to wait, after growing, for every node to lead a Raft group before measuring anyway")
+	fs.IntVar(&o.cpuCap, "cpu-cap", 15, "with --scale: % of one core each node may use (a cgroup; needs root and the cgroup v1 cpu controller); 0: uncapped")
 	if err := fs.Parse(args); err != nil {
 		return o, err
+	}
+	if *scale != "" {
+		var err error
+		if o.scale, err = positiveInts("--scale", *scale); err != nil {
+			return o, err
+		}
+		if !slices.IsSorted(o.scale) {
+			return o, fmt.Errorf("--scale: sizes %v must grow", o.scale)
+		}
+		if o.scaleClients, err = positiveInts("--scale-clients", *scaleClients); err != nil {
+			return o, err
+		}
+		if o.scaleRounds < 1 || o.cpuCap < 0 || o.cpuCap > 100 {
+			return o, errors.New("--scale-rounds must be >= 1 and --cpu-cap within 0..100")
+		}
 	}
 	if fs.NArg() > 0 {
 		return o, fmt.Errorf("unexpected arguments %q", fs.Args())
@@ -179,6 +214,19 @@ func parseFlags(args []string) (options, error) {
 		return o, errors.New("--devices, --servers and --partitions must be >= 1")
 	}
 	return o, nil
+}
+
+// positiveInts parses a comma-separated list of positive integers (flag name for errors).
+func positiveInts(name, list string) ([]int, error) {
+	var out []int
+	for _, s := range strings.Split(list, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(s))
+		if err != nil || n < 1 {
+			return nil, fmt.Errorf("%s: %q is not a positive integer", name, s)
+		}
+		out = append(out, n)
+	}
+	return out, nil
 }
 
 // logf prints a progress line on stderr.

@@ -1,0 +1,352 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/shardkeeper/shardkeeper/bench/internal/httpconn"
+	"github.com/shardkeeper/shardkeeper/bench/internal/load"
+	"github.com/shardkeeper/shardkeeper/bench/internal/workload"
+	"github.com/shardkeeper/shardkeeper/client"
+)
+
+// The scale-out benchmark (--scale 3,6,9): does adding nodes to a running cluster add
+// capacity? Each round starts a cluster of the first size with the server's default flags,
+// measures it, grows it online to each next size (new nodes started with --join only),
+// waits until every node leads a Raft group (at most --scale-lead-wait), and measures again.
+// Each node runs capped at --cpu-cap % of one core (a cgroup, when run as root), standing in
+// for a fleet of small machines; the load generator keeps the rest of the machine. The
+// workload is oracle issue+consume with clients in proportion to the nodes, once spread over
+// every node (as behind a load balancer: most requests are forwarded to their leader) and once
+// through the routing client (client.WithRouting: each request sent to its leader). Rounds
+// are repeated and the medians reported, as ratios to the first size.
+
+// scaleMode is how the load reaches the cluster.
+type scaleMode string
+
+const (
+	modeEveryNode scaleMode = "every node"     // round robin over every node's URL
+	modeRouting   scaleMode = "routing client" // client.WithRouting
+)
+
+// scaleResult is one measurement: a cluster size, a mode and a client count, in one round.
+type scaleResult struct {
+	round, nodes, perNode int
+	mode                  scaleMode
+	pairsPerS, p99ms      float64
+	errors                int
+	leaders               int     // nodes leading at least one Raft group when measured
+	throttled             float64 // mean share of CFS periods the nodes were throttled in
+	leadAfter             time.Duration
+}
+
+// scaleNode is one node of the scale cluster.
+type scaleNode struct {
+	*process
+	id, url, gossip string
+}
+
+func runScale(ctx context.Context, o options) error {
+	tmp, err := os.MkdirTemp("", "skbench-scale-")
+	if err != nil {
+		return err
+	}
+	if o.keep {
+		defer logf("kept %s", tmp)
+	} else {
+		defer os.RemoveAll(tmp)
+	}
+	if o.bin == "" {
+		if o.bin, err = buildShardkeeper(ctx, tmp); err != nil {
+			return err
+		}
+	}
+	var caps *cpuCaps
+	if o.cpuCap > 0 {
+		if caps, err = newCPUCaps(o.cpuCap); err != nil {
+			logf("WARNING: the nodes run uncapped, sharing the machine's %d cores (%v); capacity then cannot grow with the nodes, so the ratios say little", runtime.NumCPU(), err)
+		} else {
+			defer caps.remove()
+			logf("each node capped at %d%% of one core (cgroup %s)", o.cpuCap, caps.dir)
+		}
+	}
+	var results []scaleResult
+	for round := 1; round <= o.scaleRounds; round++ {
+		rs, err := scaleRound(ctx, o, filepath.Join(tmp, "round"+strconv.Itoa(round)), caps, round)
+		results = append(results, rs...)
+		if err != nil {
+			return err
+		}
+	}
+	fmt.Println()
+	printScale(os.Stdout, o, results, caps != nil)
+	return nil
+}
+
+// scaleRound grows one cluster through o.scale and measures it at each size.
+func scaleRound(ctx context.Context, o options, dir string, caps *cpuCaps, round int) (results []scaleResult, err error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	var nodes []*scaleNode
+	defer func() {
+		logf("stopping the cluster of round %d", round)
+		ps := make([]*process, len(nodes))
+		for i, n := range nodes {
+			ps[i] = n.process
+		}
+		stopAll(ps, 15*time.Second)
+	}()
+	first := o.scale[0]
+	for _, size := range o.scale {
+		for len(nodes) < size {
+			n, err := startScaleNode(dir, o.bin, len(nodes)+1, first, nodes)
+			if err != nil {
+				return results, err
+			}
+			nodes = append(nodes, n)
+			if caps != nil {
+				if err := caps.apply(n.id, n.cmd.Process.Pid); err != nil {
+					return results, err
+				}
+			}
+		}
+		var urls []string
+		for _, n := range nodes {
+			if err := n.waitFor(ctx, 90*time.Second, "ready", readyz(n.url)); err != nil {
+				return results, err
+			}
+			urls = append(urls, n.url)
+		}
+		leaders, leadAfter := waitLeaders(ctx, urls, size, o.scaleLeadWait)
+		if leadAfter >= 0 {
+			logf("round %d: %d nodes, every one leads a Raft group %v after all were ready", round, size, leadAfter.Round(100*time.Millisecond))
+		} else {
+			logf("round %d: %d nodes, %d of them lead a Raft group after %v", round, size, leaders, o.scaleLeadWait)
+		}
+		for _, perNode := range o.scaleClients {
+			for _, mode := range []scaleMode{modeEveryNode, modeRouting} {
+				r, err := measureScale(ctx, o, nodes, caps, mode, perNode*size)
+				if err != nil {
+					return results, err
+				}
+				r.round, r.nodes, r.perNode, r.mode, r.leaders, r.leadAfter = round, size, perNode, mode, leaders, leadAfter
+				results = append(results, r)
+			}
+		}
+	}
+	return results, nil
+}
+
+// startScaleNode starts node n<i> with the server's defaults: the first bootstrap-expect nodes
+// form the cluster, later ones join it through n1's gossip address.
+func startScaleNode(dir, bin string, i, bootstrapExpect int, existing []*scaleNode) (*scaleNode, error) {
+	ports, err := freePorts(4)
+	if err != nil {
+		return nil, err
+	}
+	addr := func(k int) string { return "127.0.0.1:" + strconv.Itoa(ports[k]) }
+	id := "n" + strconv.Itoa(i)
+	join := addr(1)
+	if len(existing) > 0 {
+		join = existing[0].gossip
+	}
+	args := []string{"serve", "--node-id", id, "--data-dir", filepath.Join(dir, id, "data"),
+		"--http-addr", addr(0), "--gossip-addr", addr(1), "--raft-addr", addr(2), "--remote-addr", addr(3),
+		"--bootstrap-expect", strconv.Itoa(bootstrapExpect), "--join", join}
+	args = append(append(args, limitArgs...), "--log-level", "warn")
+	p, err := startProcess("shardkeeper "+id, filepath.Join(dir, id+".log"), bin, args...)
+	if err != nil {
+		return nil, err
+	}
+	return &scaleNode{process: p, id: id, url: "http://" + addr(0), gossip: addr(1)}, nil
+}
+
+func readyz(url string) func(context.Context) error {
+	probe, err := client.New([]string{url}, client.WithRetryPolicy(client.NoRetry))
+	if err != nil {
+		return func(context.Context) error { return err }
+	}
+	return probe.Readyz
+}
+
+// waitLeaders waits until every one of the n nodes leads a Raft group, as the routing table
+// says, for at most wait. It returns how many lead and how long it took (-1 when not all did).
+func waitLeaders(ctx context.Context, urls []string, n int, wait time.Duration) (int, time.Duration) {
+	start := time.Now()
+	c, err := client.New(urls, client.WithRetryPolicy(client.NoRetry))
+	if err != nil {
+		return 0, -1
+	}
+	leaders := 0
+	for {
+		cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		rt, err := c.GetRoutes(cctx)
+		cancel()
+		if err == nil {
+			seen := map[string]bool{}
+			for _, g := range rt.Groups {
+				if g.Leader != "" {
+					seen[g.Leader] = true
+				}
+			}
+			leaders = len(seen)
+			if leaders >= n {
+				return leaders, time.Since(start)
+			}
+		}
+		if time.Since(start) > wait || ctx.Err() != nil {
+			return leaders, -1
+		}
+		time.Sleep(time.Second)
+	}
+}
+
+// measureScale runs the oracle workload with clients clients in mode, and reads how much the
+// nodes were throttled meanwhile.
+func measureScale(ctx context.Context, o options, nodes []*scaleNode, caps *cpuCaps, mode scaleMode, clients int) (scaleResult, error) {
+	var urls []string
+	for _, n := range nodes {
+		urls = append(urls, n.url)
+	}
+	tr := &httpconn.Transport{MaxIdlePerHost: 2 * clients, DialTimeout: 5 * time.Second, IdleTimeout: 90 * time.Second}
+	opts := []client.Option{client.WithRetryPolicy(client.NoRetry), client.WithHTTPClient(&http.Client{Transport: tr})}
+	if mode == modeRouting {
+		opts = append(opts, client.WithRouting())
+	}
+	c, err := client.New(urls, opts...)
+	if err != nil {
+		return scaleResult{}, err
+	}
+	if mode == modeRouting {
+		if err := c.RefreshRoutes(ctx); err != nil {
+			return scaleResult{}, fmt.Errorf("routing table: %w", err)
+		}
+	}
+	type mark struct{ periods, throttled int64 }
+	before := map[string]mark{}
+	if caps != nil {
+		for _, n := range nodes {
+			p, t := caps.throttled(n.id)
+			before[n.id] = mark{p, t}
+		}
+	}
+	logf("oracle on %d nodes, %s, %d clients: %v warm-up + %v", len(nodes), mode, clients, o.warmup, o.duration)
+	res := load.Run(ctx, load.Config{Warmup: o.warmup, Duration: o.duration, OpTimeout: opTimeout, Classify: workload.Classify},
+		workload.OracleOps(c, clients))
+	if err := ctx.Err(); err != nil {
+		return scaleResult{}, err
+	}
+	for _, n := range nodes {
+		select {
+		case <-n.done:
+			return scaleResult{}, n.exitedEarly()
+		default:
+		}
+	}
+	r := scaleResult{pairsPerS: res.OpsPerSec, p99ms: float64(res.P99) / float64(time.Millisecond), errors: res.ErrorCount()}
+	if caps != nil {
+		var sum float64
+		for _, n := range nodes {
+			p, t := caps.throttled(n.id)
+			if dp := p - before[n.id].periods; dp > 0 {
+				sum += float64(t-before[n.id].throttled) / float64(dp)
+			}
+		}
+		r.throttled = sum / float64(len(nodes))
+	}
+	logf("  → %.0f pairs/s, p99 %.1f ms, %d errors, nodes throttled in %.0f%% of periods", r.pairsPerS, r.p99ms, r.errors, 100*r.throttled)
+	return r, nil
+}
+
+// printScale prints each round's figures and, per size and mode, the median over rounds of
+// the best client count, with its ratio to the first size's.
+func printScale(w io.Writer, o options, results []scaleResult, capped bool) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	capping := "uncapped"
+	if capped {
+		capping = fmt.Sprintf("each node capped at %d%% of a core", o.cpuCap)
+	}
+	per := make([]string, len(o.scaleClients))
+	for i, c := range o.scaleClients {
+		per[i] = strconv.Itoa(c)
+	}
+	fmt.Fprintf(w, "Scale-out: oracle issue+consume pairs/s, %s, the better of %s clients per node; clusters grown online from %d nodes\n\n",
+		capping, strings.Join(per, " and "), o.scale[0])
+	fmt.Fprintln(tw, "round\tnodes\tleading\tmode\tclients/node\tpairs/s\tp99 ms\terrors\tthrottled\t")
+	for _, r := range results {
+		fmt.Fprintf(tw, "%d\t%d\t%d\t%s\t%d\t%.0f\t%.1f\t%d\t%.0f%%\t\n", r.round, r.nodes, r.leaders, r.mode, r.perNode, r.pairsPerS, r.p99ms, r.errors, 100*r.throttled)
+	}
+	_ = tw.Flush()
+	fmt.Fprintln(w)
+	best := bestPerRound(results)
+	fmt.Fprintf(tw, "nodes\tmode\truns (pairs/s)\tmedian\tratio to %d nodes\t\n", o.scale[0])
+	for _, mode := range []scaleMode{modeEveryNode, modeRouting} {
+		base := median(best[scaleKey{o.scale[0], mode}])
+		for _, size := range o.scale {
+			runs := best[scaleKey{size, mode}]
+			m := median(runs)
+			ratio := "-"
+			if base > 0 {
+				ratio = fmt.Sprintf("%.2f×", m/base)
+			}
+			var each []string
+			for _, v := range runs {
+				each = append(each, fmt.Sprintf("%.0f", v))
+			}
+			fmt.Fprintf(tw, "%d\t%s\t%s\t%.0f\t%s\t\n", size, mode, strings.Join(each, " "), m, ratio)
+		}
+	}
+	_ = tw.Flush()
+}
+
+type scaleKey struct {
+	nodes int
+	mode  scaleMode
+}
+
+// bestPerRound is, per size and mode, each round's best pairs/s over the client counts.
+func bestPerRound(results []scaleResult) map[scaleKey][]float64 {
+	type k struct {
+		scaleKey
+		round int
+	}
+	best := map[k]float64{}
+	for _, r := range results {
+		key := k{scaleKey{r.nodes, r.mode}, r.round}
+		best[key] = max(best[key], r.pairsPerS)
+	}
+	out := map[scaleKey][]float64{}
+	keys := make([]k, 0, len(best))
+	for key := range best {
+		keys = append(keys, key)
+	}
+	sort.Slice(keys, func(i, j int) bool { return keys[i].round < keys[j].round })
+	for _, key := range keys {
+		out[key.scaleKey] = append(out[key.scaleKey], best[key])
+	}
+	return out
+}
+
+func median(v []float64) float64 {
+	if len(v) == 0 {
+		return 0
+	}
+	s := slices.Clone(v)
+	slices.Sort(s)
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}

@@ -1,0 +1,85 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestParseScaleFlags(t *testing.T) {
+	o, err := parseFlags([]string{"--scale", "3,6,9"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(o.scale, []int{3, 6, 9}) || !slices.Equal(o.scaleClients, []int{128, 256}) || o.scaleRounds != 3 || o.cpuCap != 15 {
+		t.Fatalf("scale defaults %+v", o)
+	}
+	for _, bad := range [][]string{{"--scale", "6,3"}, {"--scale", "3,x"}, {"--scale", "3", "--scale-clients", "0"},
+		{"--scale", "3", "--cpu-cap", "101"}, {"--scale", "3", "--scale-rounds", "0"}} {
+		if _, err := parseFlags(bad); err == nil {
+			t.Errorf("parseFlags(%q) accepted", bad)
+		}
+	}
+}
+
+// The summary takes, per round, the better client count, and gives the median of the rounds
+// as a ratio to the first size.
+func TestPrintScale(t *testing.T) {
+	o := options{scale: []int{3, 6}, scaleClients: []int{128, 256}, cpuCap: 15}
+	var rs []scaleResult
+	add := func(round, nodes, per int, mode scaleMode, v float64) {
+		rs = append(rs, scaleResult{round: round, nodes: nodes, perNode: per, mode: mode, pairsPerS: v, leaders: nodes})
+	}
+	for round, base := range []float64{1000, 1200, 1100} {
+		add(round+1, 3, 128, modeEveryNode, base)
+		add(round+1, 3, 256, modeEveryNode, base-100)
+		add(round+1, 6, 128, modeEveryNode, 1.5*base)
+		add(round+1, 6, 256, modeEveryNode, 2*base) // the better one
+		add(round+1, 3, 128, modeRouting, base)
+		add(round+1, 6, 128, modeRouting, 3*base)
+	}
+	var b bytes.Buffer
+	printScale(&b, o, rs, true)
+	out := strings.Join(strings.Fields(b.String()), " ") // the columns' widths do not matter
+	for _, want := range []string{"each node capped at 15% of a core", "the better of 128 and 256 clients per node",
+		"3 every node 1000 1200 1100 1100 1.00×", "6 every node 2000 2400 2200 2200 2.00×",
+		"3 routing client 1000 1200 1100 1100 1.00×", "6 routing client 3000 3600 3300 3300 3.00×"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("summary lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+// A short run of the whole benchmark (two sizes, uncapped, tiny windows), so that it never
+// rots: the cluster grows online and both modes measure something.
+func TestScaleSmoke(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts four nodes")
+	}
+	bin, err := buildShardkeeper(context.Background(), t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := options{bin: bin, scale: []int{3, 4}, scaleClients: []int{4}, scaleRounds: 1, scaleLeadWait: time.Second,
+		duration: 500 * time.Millisecond, warmup: 200 * time.Millisecond}
+	dir := t.TempDir()
+	rs, err := scaleRound(context.Background(), o, dir, nil, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rs) != 4 {
+		t.Fatalf("%d measurements, want 4 (2 sizes × 2 modes): %+v", len(rs), rs)
+	}
+	for _, r := range rs {
+		if r.pairsPerS <= 0 || r.errors != 0 {
+			t.Errorf("%d nodes, %s: %.0f pairs/s, %d errors", r.nodes, r.mode, r.pairsPerS, r.errors)
+		}
+	}
+	if _, err := os.Stat(dir + "/n4.log"); err != nil {
+		t.Errorf("the fourth node never started: %v", err)
+	}
+}
