@@ -19,12 +19,12 @@ import (
 // the page shows is what the server rendered.
 
 type dashboardData struct {
-	NodeID     string
-	Ready      string // "" when ready, else why not
-	Now        time.Time
-	Members    []dashboardMember
-	Partitions []dashboardPartition
-	Figures    []figure
+	NodeID  string
+	Ready   string // "" when ready, else why not
+	Now     time.Time
+	Members []dashboardMember
+	Groups  []dashboardGroup
+	Figures []figure
 }
 
 type dashboardMember struct {
@@ -32,9 +32,11 @@ type dashboardMember struct {
 	For string
 }
 
-type dashboardPartition struct {
+// dashboardGroup is one Raft group: its partitions [First, Last] share its status.
+type dashboardGroup struct {
 	cluster.PartitionStatus
-	Lag string
+	First, Last uint32
+	Lag         string
 }
 
 type figure struct{ Name, Value string }
@@ -52,11 +54,11 @@ th{background:#f4f4f4}.bad{color:#b00020;font-weight:600}.ok{color:#1b5e20}
 <p id="ready">{{if .Ready}}<span class="bad">not ready: {{.Ready}}</span>{{else}}<span class="ok">ready</span>{{end}} · {{.Now.Format "2006-01-02 15:04:05 MST"}}</p>
 <h2>Members</h2>
 <table id="members"><tr><th>node</th><th>state</th><th>for</th><th>HTTP</th><th>disk</th></tr>
-{{range .Members}}<tr data-node="{{.NodeID}}"><td>{{.NodeID}}</td><td class="{{if eq .State "alive"}}ok{{else}}bad{{end}}">{{.State}}</td><td>{{.For}}</td><td>{{.HTTPAddr}}</td><td>{{if .DiskLow}}<span class="bad">low</span>{{else}}ok{{end}}</td></tr>
+{{range .Members}}<tr data-node="{{.NodeID}}"><td>{{.NodeID}}</td><td class="{{if eq .State "alive"}}ok{{else}}bad{{end}}">{{.State}}{{if .Leaving}} (leaving){{end}}</td><td>{{.For}}</td><td>{{.HTTPAddr}}</td><td>{{if .DiskLow}}<span class="bad">low</span>{{else}}ok{{end}}</td></tr>
 {{end}}</table>
-<h2>Partitions</h2>
-<table id="partitions"><tr><th>partition</th><th>leader</th><th>voters</th><th>non-voters</th><th>applied index</th><th>lag</th><th></th></tr>
-{{range .Partitions}}<tr data-partition="{{.ID}}"><td>{{.ID}}</td><td>{{if .Leader}}{{.Leader}}{{else}}<span class="bad">none</span>{{end}}</td><td>{{range $i, $v := .Voters}}{{if $i}}, {{end}}{{$v}}{{end}}</td><td>{{range $i, $v := .NonVoters}}{{if $i}}, {{end}}{{$v}}{{end}}</td><td>{{.AppliedIndex}}</td><td>{{.Lag}}</td><td>{{if .UnderReplicated}}<span class="bad">under-replicated</span>{{end}}</td></tr>
+<h2>Raft groups</h2>
+<table id="groups"><tr><th>group</th><th>partitions</th><th>leader</th><th>voters</th><th>non-voters</th><th>applied index</th><th>lag</th><th></th></tr>
+{{range .Groups}}<tr data-group="{{.Group}}"><td>{{.Group}}</td><td>{{.First}}–{{.Last}}</td><td>{{if .Leader}}{{.Leader}}{{else}}<span class="bad">none</span>{{end}}</td><td>{{range $i, $v := .Voters}}{{if $i}}, {{end}}{{$v}}{{end}}</td><td>{{range $i, $v := .NonVoters}}{{if $i}}, {{end}}{{$v}}{{end}}</td><td>{{.AppliedIndex}}</td><td>{{.Lag}}</td><td>{{if .UnderReplicated}}<span class="bad">under-replicated</span>{{end}}</td></tr>
 {{end}}</table>
 <h2>This node</h2>
 <table id="figures">{{range .Figures}}<tr><th>{{.Name}}</th><td>{{.Value}}</td></tr>
@@ -75,13 +77,18 @@ func dashboard(view ClusterView, gatherer prometheus.Gatherer) http.HandlerFunc 
 			d.Members = append(d.Members, dashboardMember{Member: m,
 				For: time.Since(time.UnixMilli(m.StateSince)).Round(time.Second).String()})
 		}
+		// Partitions in order, a group's contiguous: one row per group.
 		for _, p := range view.Partitions() {
+			if n := len(d.Groups); n > 0 && d.Groups[n-1].Group == p.Group {
+				d.Groups[n-1].Last = p.ID
+				continue
+			}
 			var lag []string
 			for id, n := range p.Lag {
 				lag = append(lag, id+" "+itoa(n))
 			}
 			sort.Strings(lag)
-			d.Partitions = append(d.Partitions, dashboardPartition{PartitionStatus: p, Lag: strings.Join(lag, ", ")})
+			d.Groups = append(d.Groups, dashboardGroup{PartitionStatus: p, First: p.ID, Last: p.ID, Lag: strings.Join(lag, ", ")})
 		}
 		d.Figures = figures(gatherer)
 		w.Header().Set("Content-Type", "text/html; charset=utf-8")

@@ -4,6 +4,7 @@ import (
 	"context"
 	"os/exec"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -56,14 +57,23 @@ func TestDashboardInChromium(t *testing.T) {
 			t.Errorf("member %s is not shown alive:\n%s", id, dom)
 		}
 	}
-	rows := regexp.MustCompile(`<tr data-partition="(\d+)"><td>\d+</td><td>(n[123])</td><td>(n\d, n\d, n\d)</td>`).FindAllStringSubmatch(dom, -1)
-	if len(rows) != partitions {
-		t.Fatalf("%d partitions shown with a leader and three voters, want %d:\n%s", len(rows), partitions, dom)
+	rows := regexp.MustCompile(`<tr data-group="(\d+)"><td>\d+</td><td>(\d+)–(\d+)</td><td>(n[123])</td><td>(n\d, n\d, n\d)</td>`).FindAllStringSubmatch(dom, -1)
+	if len(rows) != groups {
+		t.Fatalf("%d Raft groups shown with a leader and three voters, want %d:\n%s", len(rows), groups, dom)
 	}
+	next := 0
 	for _, r := range rows {
-		if !strings.Contains(r[3], r[2]) {
-			t.Errorf("partition %s: leader %s is not among its voters %s", r[1], r[2], r[3])
+		if !strings.Contains(r[5], r[4]) {
+			t.Errorf("group %s: leader %s is not among its voters %s", r[1], r[4], r[5])
 		}
+		if first, _ := strconv.Atoi(r[2]); first != next {
+			t.Errorf("group %s starts at partition %s, want %d", r[1], r[2], next)
+		}
+		last, _ := strconv.Atoi(r[3])
+		next = last + 1
+	}
+	if next != partitions {
+		t.Errorf("the groups shown cover partitions 0–%d, want 0–%d", next-1, partitions-1)
 	}
 	if !strings.Contains(dom, "<th>actors active</th>") {
 		t.Errorf("the node's figures are missing:\n%s", dom)
