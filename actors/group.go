@@ -2,6 +2,7 @@ package actors
 
 import (
 	"sync"
+	"time"
 
 	"github.com/shardkeeper/shardkeeper/persistence"
 )
@@ -9,11 +10,19 @@ import (
 // group is the runtime's state for one Raft group on this node: the partitions whose log it
 // is (persistence.Layout), the proposer that merges their batches into commands, and the
 // gate that verifies this node still leads them before a read-only reply leaves. Leadership
-// is the group's, so all of its partitions gain and lose it together.
+// is the group's, so all of its partitions gain and lose it together, and one Barrier per
+// gain readies all of them, however many there are.
 type group struct {
 	span  persistence.Group // its id and the partitions whose log it is
 	rt    *Runtime
 	parts []*partition
+
+	// mu serializes the group's leadership transitions: each notification, the opening of
+	// the partitions after the Barrier, and shutdown each apply to every partition under it,
+	// so the partitions always reflect the same, latest, notification. Lock order: mu, then
+	// a partition's mu.
+	mu  sync.Mutex
+	gen uint64 // counts leadership notifications and Close, to drop stale barrier results
 
 	proposer proposer
 	reads    readGate
@@ -28,4 +37,71 @@ func newGroup(rt *Runtime, span persistence.Group, parts []*partition) *group {
 		p.grp = g
 	}
 	return g
+}
+
+// setLeader records a leadership change reported by the replicator. Either way every
+// partition leaves the ready state; a gain then readies them all in the background.
+func (g *group) setLeader(leader bool) {
+	g.mu.Lock()
+	g.gen++
+	gen := g.gen
+	for _, p := range g.parts {
+		p.setLeader(leader)
+	}
+	g.mu.Unlock()
+	if leader {
+		go g.becomeReady(gen)
+	}
+}
+
+// current reports whether gen is still the latest leadership notification.
+func (g *group) current(gen uint64) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.gen == gen
+}
+
+// becomeReady waits until every committed entry of the group is applied, then opens its
+// partitions, unless a later notification (a loss, say) came meanwhile: that one decides.
+func (g *group) becomeReady(gen uint64) {
+	// Commands of the previous leadership still in flight must resolve first, so that the
+	// Barrier below orders after them.
+	g.proposer.waitResolved()
+	for attempt := 0; g.current(gen); attempt++ {
+		err := g.rt.repl.Barrier(g.span.ID, g.rt.opts.RequestTimeout)
+		if err == nil {
+			g.open(gen)
+			return
+		}
+		if !g.current(gen) {
+			return
+		}
+		g.rt.logger.Warn("barrier after becoming leader failed", "group", g.span.ID, "attempt", attempt, "error", err)
+		time.Sleep(min(time.Duration(attempt+1)*50*time.Millisecond, time.Second))
+	}
+}
+
+// open readies every partition after the Barrier of notification gen, if it is still the
+// latest. The check and the opening share g.mu with setLeader, so a loss reported while the
+// Barrier ran always wins: no partition opens, no scheduler starts.
+func (g *group) open(gen uint64) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.gen != gen {
+		return // leadership changed meanwhile; a newer notification decides
+	}
+	last := g.rt.repl.LastTime(g.span.ID)
+	for _, p := range g.parts {
+		p.open(last)
+	}
+}
+
+// close retires every partition for shutdown; a Barrier still in flight opens none of them.
+func (g *group) close() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.gen++
+	for _, p := range g.parts {
+		p.close()
+	}
 }

@@ -14,7 +14,9 @@ import (
 // Invariant: activations exist only while ready, i.e. while this node leads the partition
 // and a Barrier issued after it became leader has returned, so every committed entry is
 // applied and storage reads are current. Every change of readiness bumps epoch; an
-// activation created under one epoch refuses work under any other.
+// activation created under one epoch refuses work under any other. Leadership is the
+// group's: readiness and deposed change only under grp.mu (group.setLeader, group.open,
+// group.close), so all partitions of a group follow the same notification.
 type partition struct {
 	id uint32
 	rt *Runtime
@@ -23,7 +25,6 @@ type partition struct {
 	clock atomic.Int64 // last time handed out, Unix ms
 
 	mu      sync.Mutex
-	gen     uint64 // counts leadership notifications, to drop stale barrier results
 	ready   bool
 	readyCh chan struct{} // closed iff ready; one handed out while not ready closes on readiness or deposition
 	// deposed: Raft last reported that this node does not lead the partition's group. Calls
@@ -128,18 +129,13 @@ func (p *partition) alarmSet() {
 	}
 }
 
-// setLeader records a leadership change reported by the replicator.
+// setLeader applies a leadership notification of the group (grp.mu is held). The partition
+// leaves the ready state either way: after a gain it waits for the group's Barrier
+// (group.becomeReady), after a loss it refuses calls, those already waiting included.
 func (p *partition) setLeader(leader bool) {
 	p.mu.Lock()
-	p.gen++
-	gen := p.gen
 	p.deposed = !leader
-	if leader {
-		p.mu.Unlock()
-		go p.becomeReady(gen)
-		return
-	}
-	if !p.ready {
+	if !leader && !p.ready {
 		// Wake the calls waiting for a readiness that will not come: they are refused now.
 		close(p.readyCh)
 		p.readyCh = make(chan struct{})
@@ -170,40 +166,26 @@ func (p *partition) stopAll(acts map[actKey]*actRef, sched *scheduler) {
 	}
 }
 
-// becomeReady waits until every committed entry is applied, then opens the partition.
-func (p *partition) becomeReady(gen uint64) {
-	// Commands of the previous leadership still in flight must resolve first, so that the
-	// Barrier below orders after them.
-	p.grp.proposer.waitResolved()
-	for attempt := 0; ; attempt++ {
-		err := p.rt.repl.Barrier(p.grp.span.ID, p.rt.opts.RequestTimeout)
-		p.mu.Lock()
-		if p.gen != gen {
-			p.mu.Unlock()
-			return // leadership changed meanwhile; a newer notification decides
-		}
-		if err == nil {
-			if t := p.rt.repl.LastTime(p.grp.span.ID); t > p.clock.Load() {
-				p.clock.Store(t)
-			}
-			p.ready = true
-			p.epoch.Add(1)
-			close(p.readyCh)
-			p.sched = newScheduler(p.rt, p)
-			go p.sched.run()
-			p.mu.Unlock()
-			return
-		}
-		p.mu.Unlock()
-		p.rt.logger.Warn("barrier after becoming leader failed", "partition", p.id, "attempt", attempt, "error", err)
-		time.Sleep(min(time.Duration(attempt+1)*50*time.Millisecond, time.Second))
+// open makes the partition ready once the group's Barrier for the current gain has returned
+// (grp.mu is held, and the partition is not ready: the gain unreadied it, and each gain opens
+// at most once). lastTime is the group's greatest applied command time, below which the
+// clock must not hand out times.
+func (p *partition) open(lastTime int64) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if lastTime > p.clock.Load() {
+		p.clock.Store(lastTime)
 	}
+	p.ready = true
+	p.epoch.Add(1)
+	close(p.readyCh)
+	p.sched = newScheduler(p.rt, p)
+	go p.sched.run()
 }
 
-// close retires everything for shutdown.
+// close retires everything for shutdown (grp.mu is held).
 func (p *partition) close() {
 	p.mu.Lock()
-	p.gen++
 	acts, sched := p.unready()
 	p.mu.Unlock()
 	p.stopAll(acts, sched)

@@ -16,9 +16,10 @@ import (
 // group, share one Raft entry (and one round, one apply), not just one fsync.
 //
 // Fencing: a batch built under an older leadership epoch of its partition is never proposed
-// (it is failed instead), and a partition becoming ready again waits until every command
-// taken before (waitResolved) has resolved before its Barrier, so a stale activation's writes
-// can never land after a new activation has read the state they would overwrite.
+// (it is failed instead), and a group regaining the leadership waits until every command
+// taken before (waitResolved) has resolved before the Barrier that readies its partitions, so
+// a stale activation's writes can never land after a new activation has read the state they
+// would overwrite.
 type proposer struct {
 	grp *group
 

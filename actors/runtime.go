@@ -145,14 +145,13 @@ func New(opts Options, kinds ...Kind) (*Runtime, error) {
 }
 
 // SetLeader tells the runtime that this node gained or lost the leadership of Raft group g,
-// and so of each of its partitions. On gaining it, each partition opens once a Barrier has
-// applied every committed entry; on losing it, their activations stop, their held replies
-// fail with ErrUnavailable, and calls, those waiting for readiness included, fail with
-// ErrNotApplied until the leadership returns.
+// and so of each of its partitions. On gaining it, the partitions open once one Barrier of
+// the group has applied every committed entry; on losing it, their activations stop, their
+// held replies fail with ErrUnavailable, and calls, those waiting for readiness included,
+// fail with ErrNotApplied until the leadership returns. Calls for one group must come in the
+// order of the changes (cluster.Host makes them from one goroutine per group).
 func (r *Runtime) SetLeader(g uint32, leader bool) {
-	for _, p := range r.groups[g].parts {
-		p.setLeader(leader)
-	}
+	r.groups[g].setLeader(leader)
 }
 
 // Ready reports whether partition p accepts messages on this node.
@@ -218,8 +217,8 @@ func (r *Runtime) Call(ctx context.Context, kind, id string, req Request) ([]byt
 // 10 s) until no handler or effect function runs any more, so that storage can be closed after
 // it. Pending replies fail with ErrUnavailable.
 func (r *Runtime) Close() {
-	for _, p := range r.parts {
-		p.close()
+	for _, g := range r.groups {
+		g.close()
 	}
 	stopped := make(chan struct{})
 	go func() {

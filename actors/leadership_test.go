@@ -1,0 +1,156 @@
+package actors_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/shardkeeper/shardkeeper/actors"
+	"github.com/shardkeeper/shardkeeper/actors/actortest"
+	"github.com/shardkeeper/shardkeeper/persistence"
+	"github.com/shardkeeper/shardkeeper/test/testkinds"
+)
+
+// bigGroup is one Raft group holding many partitions, as with thousands of partitions.
+const bigGroup = 64
+
+// barrierProbe counts the Barrier calls of each group and, while hold is set, holds each one
+// until the test releases it.
+type barrierProbe struct {
+	*actors.MemReplicator
+	hold     atomic.Bool
+	entered  chan struct{} // told of each held call
+	release  chan struct{} // a held call returns once it receives from here
+	returned chan struct{} // told of each held call returning
+
+	mu    sync.Mutex
+	calls map[uint32]int
+}
+
+func (b *barrierProbe) Barrier(g uint32, timeout time.Duration) error {
+	b.mu.Lock()
+	b.calls[g]++
+	b.mu.Unlock()
+	if b.hold.Load() {
+		b.entered <- struct{}{}
+		<-b.release
+		defer func() { b.returned <- struct{}{} }()
+	}
+	return b.MemReplicator.Barrier(g, timeout)
+}
+
+func (b *barrierProbe) count(g uint32) int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.calls[g]
+}
+
+// newBigGroup starts a runtime of bigGroup partitions in one group, no leadership reported
+// yet, over a barrierProbe.
+func newBigGroup(t *testing.T) (*actors.Runtime, *barrierProbe) {
+	t.Helper()
+	store, err := persistence.Open(t.TempDir(), actortest.Logger(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { store.Close() })
+	mem, err := actors.NewMemReplicator(store, persistence.Layout{Partitions: bigGroup, Groups: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := &barrierProbe{MemReplicator: mem, entered: make(chan struct{}, 8), release: make(chan struct{}),
+		returned: make(chan struct{}, 8), calls: map[uint32]int{}}
+	rt, err := actors.New(actors.Options{Store: store, Replicator: b, Partitions: bigGroup, Groups: 1,
+		RequestTimeout: time.Minute, Logger: actortest.Logger()}, testkinds.Counter())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(rt.Close)
+	t.Cleanup(func() { close(b.release) }) // runs first: no Barrier stays held
+	return rt, b
+}
+
+// idsPerPartition returns a counter id of each partition of the runtime.
+func idsPerPartition() []string {
+	ids, found := make([]string, bigGroup), 0
+	for i := 0; found < bigGroup; i++ {
+		id := fmt.Sprintf("c%d", i)
+		if p := actors.PartitionOf(testkinds.CounterKind, id, bigGroup); ids[p] == "" {
+			ids[p] = id
+			found++
+		}
+	}
+	return ids
+}
+
+// Gaining the leadership of a group issues one Barrier, whatever the number of its partitions,
+// and it readies all of them.
+func TestOneBarrierPerLeadershipGain(t *testing.T) {
+	rt, b := newBigGroup(t)
+	rt.SetLeader(0, true)
+	actortest.WaitReady(t, rt, bigGroup)
+	if n := b.count(0); n != 1 {
+		t.Fatalf("%d Barrier calls for one leadership gain of a group of %d partitions, want 1", n, bigGroup)
+	}
+	rt.SetLeader(0, false)
+	rt.SetLeader(0, true)
+	actortest.WaitReady(t, rt, bigGroup)
+	if n := b.count(0); n != 2 {
+		t.Fatalf("%d Barrier calls after a second gain, want 2", n)
+	}
+	for _, id := range idsPerPartition() {
+		if v := string(actortest.MustCall(t, rt, testkinds.CounterKind, id, "incr", nil)); v != "1" {
+			t.Fatalf("%s incr = %s, want 1", id, v)
+		}
+	}
+}
+
+// A loss reported while the group's Barrier is held wins: the waiting calls are refused, and
+// when the Barrier then succeeds no partition opens; a later gain readies them all.
+func TestLossDuringTheBarrierWins(t *testing.T) {
+	rt, b := newBigGroup(t)
+	ids := idsPerPartition()
+	b.hold.Store(true)
+	rt.SetLeader(0, true)
+	<-b.entered
+	waiting := make(chan error, 1)
+	go func() {
+		_, err := rt.Call(context.Background(), testkinds.CounterKind, ids[0], actors.Request{Method: "incr"})
+		waiting <- err
+	}()
+	rt.SetLeader(0, false)
+	if err := <-waiting; !errors.Is(err, actors.ErrNotApplied) {
+		t.Fatalf("call waiting for readiness when the leadership was lost: %v, want ErrNotApplied", err)
+	}
+	b.release <- struct{}{}
+	<-b.returned
+	// A wrong opening would follow the Barrier's return at once; give it time to show.
+	deadline := time.Now().Add(50 * time.Millisecond)
+	for time.Now().Before(deadline) {
+		for p := range uint32(bigGroup) {
+			if rt.Ready(p) {
+				t.Fatalf("partition %d ready after a Barrier of a leadership lost meanwhile", p)
+			}
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	for _, id := range ids {
+		if _, err := rt.Call(context.Background(), testkinds.CounterKind, id, actors.Request{Method: "incr"}); !errors.Is(err, actors.ErrNotApplied) {
+			t.Fatalf("call %s after the loss: %v, want ErrNotApplied", id, err)
+		}
+	}
+	if n := b.count(0); n != 1 {
+		t.Fatalf("%d Barrier calls, want 1", n)
+	}
+
+	b.hold.Store(false)
+	rt.SetLeader(0, true)
+	actortest.WaitReady(t, rt, bigGroup)
+	if v := string(actortest.MustCall(t, rt, testkinds.CounterKind, ids[0], "incr", nil)); v != "1" {
+		t.Fatalf("incr after regaining = %s, want 1 (the refused calls wrote nothing)", v)
+	}
+}
