@@ -2,14 +2,19 @@ package api
 
 import (
 	"net/http"
+	"strconv"
 
 	"github.com/shardkeeper/shardkeeper/cluster"
 )
 
 // LeaderHeader names, on an answer this node got by forwarding the request to the leader of
-// its partition, the leader's HTTP address: a client that keeps the routing table
-// (GET /v1/cluster/routes) sends that partition's next requests there.
-const LeaderHeader = "Shardkeeper-Leader"
+// its actor's partition, the leader's HTTP address, and PartitionHeader that partition: a
+// client that keeps the routing table (GET /v1/cluster/routes) sends that partition's next
+// requests there. A request that calls several actors names the last one forwarded.
+const (
+	LeaderHeader    = "Shardkeeper-Leader"
+	PartitionHeader = "Shardkeeper-Partition"
+)
 
 // LeaderHint answers each request that h forwarded to another node with LeaderHeader. It
 // passes h a copy of the request (with a new context): it must wrap whatever reads what the
@@ -31,8 +36,9 @@ type hintWriter struct {
 func (w *hintWriter) hint() {
 	if !w.wrote {
 		w.wrote = true
-		if addr := w.fwd.HTTPAddr(); addr != "" {
+		if p, addr, ok := w.fwd.Leader(); ok {
 			w.Header().Set(LeaderHeader, addr)
+			w.Header().Set(PartitionHeader, strconv.FormatUint(uint64(p), 10))
 		}
 	}
 }

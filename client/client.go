@@ -156,11 +156,11 @@ func (c *Client) do(ctx context.Context, cl call, out any) (int, error) {
 		if n > 1 || base == "" {
 			base = c.bases[(c.next.Add(1)-1)%uint64(len(c.bases))]
 		}
-		status, leader, err := c.once(ctx, base, cl, body, out)
+		status, fwd, err := c.once(ctx, base, cl, body, out)
 		switch {
-		case leader != "" && cl.actor != nil && c.routes != nil:
+		case fwd.addr != "" && cl.actor != nil && c.routes != nil:
 			// Forwarded: the answer names the leader. Take it, and refresh the rest.
-			c.routes.learn(*cl.actor, c.scheme()+"://"+leader)
+			c.routes.learn(*cl.actor, fwd, c.scheme())
 			c.refreshSoon()
 		case routed && isTransport(err):
 			c.routes.forget(base)
@@ -219,16 +219,17 @@ func isTransport(err error) bool {
 	return errors.As(err, &t)
 }
 
-// once sends one attempt of cl to base. leader is the answer's Shardkeeper-Leader: the node
+// once sends one attempt of cl to base. fwd is what the answer says of a forward: the node
 // that ran the request when base forwarded it there.
-func (c *Client) once(ctx context.Context, base string, cl call, body []byte, out any) (int, string, error) {
+func (c *Client) once(ctx context.Context, base string, cl call, body []byte, out any) (int, forwarded, error) {
+	var fwd forwarded
 	var rd io.Reader
 	if body != nil {
 		rd = bytes.NewReader(body)
 	}
 	req, err := http.NewRequestWithContext(ctx, cl.method, base+cl.path, rd)
 	if err != nil {
-		return 0, "", fmt.Errorf("client: build %s %s: %w", cl.method, cl.path, err)
+		return 0, fwd, fmt.Errorf("client: build %s %s: %w", cl.method, cl.path, err)
 	}
 	req.Header.Set("Accept", "application/json")
 	if body != nil {
@@ -247,25 +248,25 @@ func (c *Client) once(ctx context.Context, base string, cl call, body []byte, ou
 	}
 	resp, err := hc.Do(req)
 	if err != nil {
-		return 0, "", &transportError{err}
+		return 0, fwd, &transportError{err}
 	}
 	defer resp.Body.Close()
-	leader := resp.Header.Get(leaderHeader)
+	fwd = forwardedOf(resp.Header)
 	data, err := io.ReadAll(io.LimitReader(resp.Body, maxResponse))
 	if err != nil {
-		return resp.StatusCode, leader, &transportError{fmt.Errorf("client: read %s %s answer: %w", cl.method, cl.path, err)}
+		return resp.StatusCode, fwd, &transportError{fmt.Errorf("client: read %s %s answer: %w", cl.method, cl.path, err)}
 	}
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		return resp.StatusCode, leader, c.decodeError(resp, data)
+		return resp.StatusCode, fwd, c.decodeError(resp, data)
 	}
 	if raw, ok := out.(*[]byte); ok { // a text answer (a checkpoint)
 		*raw = data
 	} else if out != nil && len(data) > 0 {
 		if err := json.Unmarshal(data, out); err != nil {
-			return resp.StatusCode, leader, fmt.Errorf("client: decode %s %s answer (HTTP %d): %w", cl.method, cl.path, resp.StatusCode, err)
+			return resp.StatusCode, fwd, fmt.Errorf("client: decode %s %s answer (HTTP %d): %w", cl.method, cl.path, resp.StatusCode, err)
 		}
 	}
-	return resp.StatusCode, leader, nil
+	return resp.StatusCode, fwd, nil
 }
 
 // bearer is the token cl sends as Authorization: Bearer, "" for none.

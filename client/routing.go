@@ -5,7 +5,9 @@ import (
 	"hash/fnv"
 	"net/http"
 	"net/url"
+	"slices"
 	"sort"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -123,10 +125,24 @@ func (r *routes) set(rt *Routes, scheme string) {
 	}
 	groups := append([]Route(nil), rt.Groups...)
 	sort.Slice(groups, func(i, j int) bool { return groups[i].First < groups[j].First })
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	// A node that lags may answer with an older leader than one held: of two entries for the
+	// same group, the higher term's stays.
+	held := map[[2]uint32]Route{}
+	if r.partitions == rt.Partitions {
+		for _, g := range r.groups {
+			held[[2]uint32{g.First, g.End}] = g
+		}
+	}
 	bases := make([]string, len(groups))
 	seen := map[string]bool{}
 	var leaders []string
 	for i, g := range groups {
+		if h, ok := held[[2]uint32{g.First, g.End}]; ok && h.Term > g.Term {
+			groups[i] = h
+			g = h
+		}
 		if g.LeaderHTTP == "" {
 			continue
 		}
@@ -136,9 +152,7 @@ func (r *routes) set(rt *Routes, scheme string) {
 			leaders = append(leaders, bases[i])
 		}
 	}
-	r.mu.Lock()
 	r.partitions, r.groups, r.bases, r.leaders = rt.Partitions, groups, bases, leaders
-	r.mu.Unlock()
 }
 
 // group returns the index of the group holding partition p, or -1; r.mu is held.
@@ -175,15 +189,21 @@ func (r *routes) anyLeader() string {
 	return r.leaders[(r.next.Add(1)-1)%uint64(len(r.leaders))]
 }
 
-// learn records that base leads a's partition (an answer's Shardkeeper-Leader).
-func (r *routes) learn(a actor, base string) {
+// learn records the leader an answer named for a's partition. An answer about another actor's
+// partition (a request that called several) teaches nothing about a's.
+func (r *routes) learn(a actor, f forwarded, scheme string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.partitions == 0 {
 		return
 	}
-	if i := r.group(partitionOf(a, r.partitions)); i >= 0 {
-		r.bases[i] = base
+	p := partitionOf(a, r.partitions)
+	if f.partition != int64(p) {
+		return
+	}
+	if i := r.group(p); i >= 0 {
+		r.bases[i] = scheme + "://" + f.addr
+		r.groups[i].Leader, r.groups[i].LeaderHTTP = "", f.addr
 	}
 }
 
@@ -196,6 +216,7 @@ func (r *routes) forget(base string) {
 			r.bases[i] = ""
 		}
 	}
+	r.leaders = slices.DeleteFunc(r.leaders, func(l string) bool { return l == base })
 }
 
 // due reports whether a refresh may start now (at most one at a time, one a second).
@@ -222,6 +243,25 @@ func (c *Client) refreshSoon() {
 	}()
 }
 
-// leaderHeader names, on an answer a node got by forwarding the request, the HTTP address of
-// the node that ran it.
-const leaderHeader = "Shardkeeper-Leader"
+// On an answer a node got by forwarding the request, leaderHeader names the HTTP address of
+// the node that ran it and partitionHeader the partition of that actor (the last forwarded,
+// when the request called several actors).
+const (
+	leaderHeader    = "Shardkeeper-Leader"
+	partitionHeader = "Shardkeeper-Partition"
+)
+
+// forwarded is what an answer says of a forward; addr is "" when it was not forwarded, and
+// partition -1 when it does not say which.
+type forwarded struct {
+	addr      string
+	partition int64
+}
+
+func forwardedOf(h http.Header) forwarded {
+	f := forwarded{addr: h.Get(leaderHeader), partition: -1}
+	if p, err := strconv.ParseUint(h.Get(partitionHeader), 10, 32); err == nil {
+		f.partition = int64(p)
+	}
+	return f
+}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -43,12 +44,12 @@ func TestRoutingNamesAndHashAreTheServers(t *testing.T) {
 }
 
 // fakeNode answers the routing table and any other request with its own name, with
-// Shardkeeper-Leader set when hint returns an address (a forward).
+// Shardkeeper-Leader and Shardkeeper-Partition set when hint returns an address (a forward).
 type fakeNode struct {
 	name   string
 	srv    *httptest.Server
 	routes func() Routes
-	hint   func(path string) string
+	hint   func(path string) (addr string, partition uint32)
 
 	mu   sync.Mutex
 	seen []string
@@ -66,8 +67,9 @@ func newFakeNode(t *testing.T, name string) *fakeNode {
 		f.seen = append(f.seen, r.URL.Path)
 		f.mu.Unlock()
 		if f.hint != nil {
-			if h := f.hint(r.URL.Path); h != "" {
+			if h, p := f.hint(r.URL.Path); h != "" {
 				w.Header().Set(leaderHeader, h)
+				w.Header().Set(partitionHeader, fmt.Sprint(p))
 			}
 		}
 		_, _ = w.Write([]byte(`{"servers":[]}`))
@@ -131,12 +133,22 @@ func TestRoutingSendsToTheLeader(t *testing.T) {
 		t.Fatalf("b served %v, want the 5 lists of %s", got, inB)
 	}
 
+	// An answer about another actor's partition (a request that called several) is not
+	// taken for this one's: the next call still goes to b (and so does the table the client
+	// refreshes in the background).
+	b.hint = func(string) (string, uint32) { return a.addr(), partitionOf(actor{kindServers, inA}, parts) }
+	if _, err := c.ListServers(ctx, inB); err != nil {
+		t.Fatal(err)
+	}
+	for c.routes.refreshing.Load() { // the background refresh that hint started ends first
+		runtime.Gosched()
+	}
 	// Leadership of group 1 moved to a: b forwards, and says so (the table the client
 	// refreshes in the background then says so too).
 	mu.Lock()
 	second = a
 	mu.Unlock()
-	b.hint = func(string) string { return a.addr() }
+	b.hint = func(string) (string, uint32) { return a.addr(), partitionOf(actor{kindServers, inB}, parts) }
 	if _, err := c.ListServers(ctx, inB); err != nil {
 		t.Fatal(err)
 	}
@@ -144,8 +156,8 @@ func TestRoutingSendsToTheLeader(t *testing.T) {
 	if _, err := c.ListServers(ctx, inB); err != nil {
 		t.Fatal(err)
 	}
-	if got := b.paths(); len(got) != 6 {
-		t.Fatalf("b served %d requests, want 6: the one after the hint goes to a", len(got))
+	if got := b.paths(); len(got) != 7 {
+		t.Fatalf("b served %d requests, want 7: the wrong partition's hint was not taken, the right one's was", len(got))
 	}
 	if got := a.paths(); len(got) != 6 || got[5] != "/v1/servers/"+inB {
 		t.Fatalf("a served %v, want the list of %s after the hint", got, inB)
@@ -155,7 +167,7 @@ func TestRoutingSendsToTheLeader(t *testing.T) {
 // Without WithRouting, requests go round robin whatever the answers say.
 func TestNoRoutingRoundRobin(t *testing.T) {
 	a, b := newFakeNode(t, "a"), newFakeNode(t, "b")
-	a.hint = func(string) string { return b.addr() }
+	a.hint = func(string) (string, uint32) { return b.addr(), 0 }
 	c, err := New([]string{a.srv.URL, b.srv.URL})
 	if err != nil {
 		t.Fatal(err)

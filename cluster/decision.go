@@ -196,7 +196,7 @@ type BalanceSituation struct {
 	// Addresses maps live members' server ids to their Raft addresses.
 	Addresses map[string]raft.ServerAddress
 	// Unfit maps the server ids of members that must not lead to why: "disk-low" (it refuses
-	// writes) or "leaving" (it was told to stop).
+	// writes) or "retiring" (it was told to stop for good).
 	Unfit map[string]string
 }
 
@@ -204,7 +204,7 @@ type BalanceSituation struct {
 // share, when this node leads more than its share (⌈G / live members⌉). ok is false when no
 // transfer is due.
 //
-// A node unfit to lead (Unfit: its disk is low, or it is leaving) hands any group it leads to
+// A node unfit to lead (Unfit: its disk is low, or it is retiring) hands any group it leads to
 // a fit voter, whatever the shares; no leadership is handed to an unfit node.
 func DecideBalance(s BalanceSituation) (g uint32, a Action, ok bool) {
 	if len(s.Leading) < 2 {
@@ -224,8 +224,8 @@ func DecideBalance(s BalanceSituation) (g uint32, a Action, ok bool) {
 			reason := fmt.Sprintf("this node leads %d, more than its share of %d", len(s.Led), share)
 			switch s.Unfit[s.Self] {
 			case "":
-			case "leaving":
-				reason = "this node is leaving"
+			case "retiring":
+				reason = "this node is retiring"
 			default:
 				reason = "this node's disk is low"
 			}

@@ -17,14 +17,14 @@ import (
 //
 //	decide [p=0] [replicas=3] [grace=30s] now=<s> [last=<index>] [self=<server id>]
 //	config: a@1=voter b@1=nonvoter …          the partition's configuration (self: first)
-//	members: a@1=alive c@1=failed@40 …        gossip's view: state[@since] (leaving: alive, told to stop)
+//	members: a@1=alive c@1=failed@40 …        gossip's view: state[@since] (retiring: alive, told to stop for good)
 //	match: b@1=990 …                          the leader's view of each follower's log
 //	missing: x@1=10 …                         servers unknown to gossip, first missed at
 //
 //	balance groups=16 self=a@1
 //	leading: a@1=7 b@1=5 c@1=4                live members and how many groups each leads
 //	led: 0=a@1,b@1,c@1 3=a@1,b@1 …            groups led here and their voters
-//	unfit: b@1=disk-low c@1=leaving …         members that must not lead, and why
+//	unfit: b@1=disk-low c@1=retiring …        members that must not lead, and why
 func TestDecide(t *testing.T) {
 	datadriven.RunTest(t, "testdata/decide", func(t *testing.T, td *datadriven.TestData) string {
 		if td.Cmd != "decide" {
@@ -59,8 +59,8 @@ func TestDecide(t *testing.T) {
 			state, since, _ := strings.Cut(kv[1], "@")
 			sec, _ := strconv.Atoi(since)
 			m := Member{NodeMeta: testMeta(kv[0]), State: state, Since: at(sec)}
-			if state == "leaving" { // alive, told to stop
-				m.State, m.Leaving = StateAlive, true
+			if state == "retiring" { // alive, told to stop for good
+				m.State, m.Retiring = StateAlive, true
 			}
 			s.Members = append(s.Members, m)
 			if !m.Gone() {

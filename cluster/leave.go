@@ -6,10 +6,10 @@ import (
 	"github.com/hashicorp/raft"
 )
 
-// Leaving the cluster for good. A node told to stop marks itself leaving (NodeMeta.Leaving)
+// Leaving the cluster for good. A node told to stop marks itself retiring (NodeMeta.Retiring)
 // and, before it exits, waits until no Raft group it replicates still counts on it: the
-// placement ranks leaving nodes last (Desired), so the groups' leaders add a replica on
-// another node, promote it once it has caught up and only then remove the leaving one (Decide,
+// placement ranks retiring nodes last (Desired), so the groups' leaders add a replica on
+// another node, promote it once it has caught up and only then remove the retiring one (Decide,
 // rules 3–5) — every group keeps R voters throughout, and a second node stopped as soon as the
 // first has exited finds every group whole. Consul removes a leaving server from the Raft
 // peers before it exits for the same reason: without it, two departures inside the dead-member
@@ -21,19 +21,43 @@ type GroupConfig struct {
 	Servers []raft.Server
 }
 
-// AwaitingHandOff returns the groups whose configuration still lists self although the
-// placement over alive (which holds self, marked leaving) no longer wants it there: those a
-// leaving node waits for before it exits. A group that still desires self — when too few
-// other nodes are left to take its replica — does not wait for it.
+// AwaitingHandOff returns the groups a retiring node (self, in alive with the other members
+// that are not gone) waits for before it exits: those whose configuration lists self while
+// the placement wants it elsewhere, and those it votes in whose other voters alive are fewer
+// than a majority — its exit would take their quorum — while some member that is not retiring
+// is left to repair them (the dead-member grace removes a departed voter, the placement adds
+// a replica). When every member left is retiring, the cluster is stopping as a whole and
+// nothing is waited for.
 func AwaitingHandOff(configs []GroupConfig, alive []NodeMeta, replicas int, self NodeMeta) []uint32 {
+	if !slices.ContainsFunc(alive, func(m NodeMeta) bool { return !m.Retiring && m.ID != self.ID }) {
+		return nil
+	}
+	up := map[string]bool{}
+	for _, m := range alive {
+		up[m.ServerID] = true
+	}
 	var out []uint32
 	for _, c := range configs {
-		listed := slices.ContainsFunc(c.Servers, func(s raft.Server) bool { return string(s.ID) == self.ServerID })
+		listed, voter, voters, othersUp := false, false, 0, 0
+		for _, s := range c.Servers {
+			me := string(s.ID) == self.ServerID
+			listed = listed || me
+			if s.Suffrage != raft.Voter {
+				continue
+			}
+			voters++
+			switch {
+			case me:
+				voter = true
+			case up[string(s.ID)]:
+				othersUp++
+			}
+		}
 		if !listed {
 			continue
 		}
 		desired := slices.ContainsFunc(Desired(c.ID, alive, replicas), func(d NodeMeta) bool { return d.ID == self.ID })
-		if !desired {
+		if !desired || (voter && othersUp < voters/2+1) {
 			out = append(out, c.ID)
 		}
 	}

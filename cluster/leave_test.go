@@ -8,15 +8,16 @@ import (
 	"github.com/hashicorp/raft"
 )
 
-// A leaving node waits for the groups that list it while others are there to take its
-// replica, and for none when too few are: a 3-node cluster restarting one node at a time, or
-// stopping as a whole, moves nothing.
+// A retiring node waits for the groups that list it while others are there to take its
+// replica, and for those whose quorum its exit would take; when too few others are left (a
+// 3-node cluster losing one node, or stopping as a whole) nothing moves and it waits for
+// nothing.
 func TestAwaitingHandOff(t *testing.T) {
 	all := nodes(5)
 	leaving := func(ms []NodeMeta, ids ...string) []NodeMeta {
 		out := slices.Clone(ms)
 		for i := range out {
-			out[i].Leaving = slices.Contains(ids, out[i].ID)
+			out[i].Retiring = slices.Contains(ids, out[i].ID)
 		}
 		return out
 	}
@@ -35,7 +36,7 @@ func TestAwaitingHandOff(t *testing.T) {
 	alive := leaving(all, "n1")
 	got := AwaitingHandOff(configs, alive, 3, alive[0])
 	if !slices.Equal(got, holds["n1"]) || len(got) == 0 {
-		t.Fatalf("n1 leaving five nodes waits for %v, want every group it holds %v", got, holds["n1"])
+		t.Fatalf("n1 retiring from five nodes waits for %v, want every group it holds %v", got, holds["n1"])
 	}
 	// Once a group's leader has removed it, that group no longer waits.
 	for i := range configs {
@@ -47,18 +48,27 @@ func TestAwaitingHandOff(t *testing.T) {
 		t.Fatalf("after one removal n1 waits for %v, want %v", got, holds["n1"][1:])
 	}
 
-	// Three of five leaving at once: each group keeps its best-placed leaving replica, so the
-	// two others left plus one leaving node make R, and that node waits for nothing there.
-	alive = leaving(all, "n1", "n2", "n3")
-	for _, self := range alive[:3] {
-		for _, g := range AwaitingHandOff(configs, alive, 3, self) {
-			if slices.ContainsFunc(Desired(g, alive, 3), func(d NodeMeta) bool { return d.ID == self.ID }) {
-				t.Fatalf("%s waits for group %d, which still desires it", self.ID, g)
-			}
-		}
+	// A retiring node the placement still wants (too few others to take its replica) waits
+	// while its exit would take a group's quorum: here n1 already left and is still listed
+	// (the dead-member grace keeps it), so n2's exit would leave 2 voters of 4 up.
+	up := leaving(all[1:4], "n2") // n2 retiring, n3 and n4 up; n1 and n5 gone
+	quorum := []GroupConfig{{ID: 0, Servers: voters("n1@x", "n2@x", "n3@x", "n4@x")}}
+	if got := AwaitingHandOff(quorum, up, 3, up[0]); !slices.Equal(got, []uint32{0}) {
+		t.Fatalf("n2 would leave 2 of 4 voters up; it waits for %v, want [0]", got)
+	}
+	// Once the departed voter is removed, 2 of 3 are left: a quorum, so it goes.
+	quorum[0].Servers = voters("n2@x", "n3@x", "n4@x")
+	if got := AwaitingHandOff(quorum, up, 3, up[0]); len(got) != 0 {
+		t.Fatalf("n2 would leave 2 of 3 voters up; it waits for %v, want nothing", got)
+	}
+	// When every member left is retiring, the cluster is stopping: nobody waits.
+	quorum[0].Servers = voters("n1@x", "n2@x", "n3@x", "n4@x")
+	stopping := leaving(all[1:4], "n2", "n3", "n4")
+	if got := AwaitingHandOff(quorum, stopping, 3, stopping[0]); len(got) != 0 {
+		t.Fatalf("every member retiring: n2 waits for %v, want nothing", got)
 	}
 
-	// Three nodes, one leaving (a rolling restart), or all leaving: nothing to wait for.
+	// Three nodes, one retiring, or all retiring: nothing to wait for.
 	three := nodes(3)
 	var threeConfigs []GroupConfig
 	for g := range uint32(16) {
@@ -67,7 +77,7 @@ func TestAwaitingHandOff(t *testing.T) {
 	for _, l := range [][]string{{"n1"}, {"n1", "n2", "n3"}} {
 		alive := leaving(three, l...)
 		if got := AwaitingHandOff(threeConfigs, alive, 3, alive[0]); len(got) != 0 {
-			t.Fatalf("three nodes, %v leaving: n1 waits for %v, want nothing", l, got)
+			t.Fatalf("three nodes, %v retiring: n1 waits for %v, want nothing", l, got)
 		}
 	}
 }

@@ -44,9 +44,12 @@ type NodeMeta struct {
 	// Keys are the fingerprints of the gossip keys this node holds, the one in use first,
 	// comma-separated (see keyring.go).
 	Keys string `json:"keys,omitempty"`
-	// Leaving is set when the node is told to stop: the placement moves its replicas to
-	// others before it exits (see leave.go), and when it is gone the others tell "left" from
-	// "failed" (memberlist reports both through NotifyLeave).
+	// Retiring is set when the node is told to stop for good: the placement moves its
+	// replicas to others before it exits (see leave.go).
+	Retiring bool `json:"retiring,omitempty"`
+	// Leaving is set just before a graceful leave, so that the others tell "left" from
+	// "failed" (memberlist reports both through NotifyLeave). It is not set earlier: a node
+	// killed while it waits for its replicas to move has failed, it did not leave.
 	Leaving bool `json:"leaving,omitempty"`
 }
 
@@ -580,8 +583,8 @@ func (m *Membership) observe(n *memberlist.Node, gone bool) {
 	after := m.member(s, now)
 	subs := m.subs
 	m.mu.Unlock()
-	if !known || before.State != after.State || before.ServerID != after.ServerID || before.Leaving != after.Leaving {
-		m.cfg.Logger.Info("member changed", "node", meta.ID, "state", after.State, "server_id", meta.ServerID, "leaving", after.Leaving)
+	if !known || before.State != after.State || before.ServerID != after.ServerID || before.Retiring != after.Retiring {
+		m.cfg.Logger.Info("member changed", "node", meta.ID, "state", after.State, "server_id", meta.ServerID, "retiring", after.Retiring)
 	}
 	for _, ch := range subs {
 		select {

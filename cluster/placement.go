@@ -11,11 +11,10 @@ import (
 // node computes the same set from the same membership, adding or removing one node moves
 // only the groups whose top R it enters or leaves, and no coordination is needed.
 //
-// A node that is leaving (NodeMeta.Leaving: it was told to stop) ranks after every node that
-// is not, so its replicas move to others before it exits, as long as others are left to take
-// them; when fewer than R are, the leaving nodes with the highest scores stay desired, and a
-// cluster stopping as a whole (or a 3-node cluster restarting one node at a time) moves
-// nothing.
+// A node that is retiring (NodeMeta.Retiring: it was told to stop for good) ranks after every
+// node that is not, so its replicas move to others before it exits, as long as others are left
+// to take them; when fewer than R are, the retiring nodes with the highest scores stay desired,
+// and a cluster stopping as a whole (or a 3-node cluster losing one node) moves nothing.
 
 func score(g uint32, nodeID string) uint64 {
 	h := fnv.New64a()
@@ -31,13 +30,13 @@ func score(g uint32, nodeID string) uint64 {
 }
 
 // Desired returns the desired replicas of group g among nodes, best first: the r nodes
-// with the highest score (all of them when fewer than r), those leaving after all others.
+// with the highest score (all of them when fewer than r), those retiring after all others.
 // Ties break by node id.
 func Desired(g uint32, nodes []NodeMeta, r int) []NodeMeta {
 	out := append([]NodeMeta(nil), nodes...)
 	sort.Slice(out, func(i, j int) bool {
-		if out[i].Leaving != out[j].Leaving {
-			return !out[i].Leaving
+		if out[i].Retiring != out[j].Retiring {
+			return !out[i].Retiring
 		}
 		si, sj := score(g, out[i].ID), score(g, out[j].ID)
 		if si != sj {

@@ -144,10 +144,10 @@ func (r *Reconciler) Pass(now time.Time) {
 		}
 		leading[m.ServerID] = m.Leading
 		addrs[m.ServerID] = RaftAddress(m.Raft, m.ServerID)
-		unfit[m.ServerID] = unfitness(m.DiskLow, m.Leaving)
+		unfit[m.ServerID] = unfitness(m.DiskLow, m.Retiring)
 	}
 	leading[self] = len(led)
-	unfit[self] = unfitness(diskLow, r.cfg.Members.Local().Leaving)
+	unfit[self] = unfitness(diskLow, r.cfg.Members.Local().Retiring)
 	bs := BalanceSituation{Self: self, Leading: leading, Unfit: unfit, Groups: h.Groups(), Led: led, Addresses: addrs}
 	for {
 		g, a, ok := DecideBalance(bs)
@@ -164,13 +164,14 @@ func (r *Reconciler) Pass(now time.Time) {
 	}
 }
 
-// unfitness is why a member must not lead ("" when it may): its disk is low, or it is leaving.
-func unfitness(diskLow, leaving bool) string {
+// unfitness is why a member must not lead ("" when it may): its disk is low, or it is
+// retiring.
+func unfitness(diskLow, retiring bool) string {
 	switch {
 	case diskLow:
 		return "disk-low"
-	case leaving:
-		return "leaving"
+	case retiring:
+		return "retiring"
 	}
 	return ""
 }

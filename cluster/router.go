@@ -182,7 +182,7 @@ func (r *Router) Call(ctx context.Context, kind, id string, req actors.Request) 
 			return nil, err
 		}
 		if reply.Status != routepb.Status_NOT_LEADER {
-			noteForwarded(ctx, target.HTTP)
+			noteForwarded(ctx, p, target.HTTP)
 			return decodeReply(reply)
 		}
 		if reply.LeaderHint == "" || reply.LeaderHint == target.ServerID || reply.LeaderHint == hint {

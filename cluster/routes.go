@@ -43,14 +43,16 @@ func (d *Directory) Routes() Routes {
 		g := d.layout.Group(uint32(i))
 		r := Route{Group: g.ID, First: g.First, End: g.End}
 		leader := d.Leader(g.First)
-		if in := d.cfg.Host.Info(g.ID); in.Leader != "" && in.Leader == leader {
-			r.Term = in.Term
-		} else if rec, ok := d.record(g.ID); ok && rec.Leader == leader {
-			r.Term = rec.Term
-		}
 		for _, m := range members {
 			if leader != "" && m.ServerID == leader && !m.Gone() {
 				r.Leader, r.LeaderHTTP = m.ID, m.HTTP
+			}
+		}
+		if r.Leader != "" {
+			if in := d.cfg.Host.Info(g.ID); in.Leader == leader {
+				r.Term = in.Term
+			} else if rec, ok := d.record(g.ID); ok && rec.Leader == leader {
+				r.Term = rec.Term
 			}
 		}
 		rt.Groups[i] = r
@@ -58,18 +60,25 @@ func (d *Directory) Routes() Routes {
 	return rt
 }
 
-// Forwarded records where a request was forwarded: the HTTP address of the node that ran it.
+// Forwarded records where a request was forwarded: the partition of the actor and the HTTP
+// address of the node that ran it (the last such call, when a request calls several actors).
 // The HTTP layer puts one in each request's context (WithForwardNote) and answers with it, so
 // that a client that keeps the routing table learns, from the one answer that took a detour,
 // which node leads that partition now.
-type Forwarded struct{ httpAddr atomic.Pointer[string] }
+type Forwarded struct{ last atomic.Pointer[forward] }
 
-// HTTPAddr is the address recorded, "" if the request was not forwarded.
-func (f *Forwarded) HTTPAddr() string {
-	if p := f.httpAddr.Load(); p != nil {
-		return *p
+type forward struct {
+	httpAddr  string
+	partition uint32
+}
+
+// Leader returns the partition and the HTTP address recorded; ok is false if the request was
+// not forwarded.
+func (f *Forwarded) Leader() (partition uint32, httpAddr string, ok bool) {
+	if p := f.last.Load(); p != nil {
+		return p.partition, p.httpAddr, true
 	}
-	return ""
+	return 0, "", false
 }
 
 type forwardedKey struct{}
@@ -80,9 +89,10 @@ func WithForwardNote(ctx context.Context) (context.Context, *Forwarded) {
 	return context.WithValue(ctx, forwardedKey{}, f), f
 }
 
-// noteForwarded records in ctx's Forwarded, if it has one, that the request ran at httpAddr.
-func noteForwarded(ctx context.Context, httpAddr string) {
+// noteForwarded records in ctx's Forwarded, if it has one, that the call of an actor of
+// partition p ran at httpAddr.
+func noteForwarded(ctx context.Context, p uint32, httpAddr string) {
 	if f, ok := ctx.Value(forwardedKey{}).(*Forwarded); ok && httpAddr != "" {
-		f.httpAddr.Store(&httpAddr)
+		f.last.Store(&forward{httpAddr: httpAddr, partition: p})
 	}
 }

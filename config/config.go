@@ -55,7 +55,7 @@ type Config struct {
 	ActorIdleTimeout     time.Duration // --actor-idle-timeout 2m: idle activations passivate after this
 	ShutdownDrain        time.Duration // --shutdown-drain 2s: on SIGTERM, serve with Connection: close and fail /readyz this long first
 	DeadMemberGrace      time.Duration // --dead-member-grace 30s: how long a failed or departed member keeps its replicas, > 0
-	LeaveTimeout         time.Duration // --leave-timeout 2m: on SIGTERM, wait at most this long for the node's replicas to move to others (0: do not wait)
+	LeaveTimeout         time.Duration // --leave-timeout 2m: on SIGTERM, wait at most this long for the node's replicas to move to others (0: stop without retiring)
 	RaftHeartbeatTimeout time.Duration // --raft-heartbeat-timeout 500ms, >= 50ms
 	RaftElectionTimeout  time.Duration // --raft-election-timeout 500ms, >= 50ms and >= the heartbeat timeout
 	RaftCommitTimeout    time.Duration // --raft-commit-timeout 500ms, >= 1ms: idle time before a leader tells followers its commit index
@@ -109,7 +109,7 @@ func coreOptions(c *Config) []Option {
 		Duration(&c.RequestTimeout, "request-timeout", "5s", "deadline of one request, commit included"),
 		Duration(&c.ActorIdleTimeout, "actor-idle-timeout", "2m", "idle actor activations are passivated after this"),
 		Duration(&c.ShutdownDrain, "shutdown-drain", "2s", "on SIGTERM, keep serving this long with /readyz failing and connections closed after each response, so that clients and load balancers move away before the listener closes (0 disables)"),
-		Duration(&c.LeaveTimeout, "leave-timeout", "2m", "on SIGTERM, wait at most this long, before exiting, until the Raft groups this node replicates have a replica on another node in its place (when there are enough other nodes); 0 exits without waiting"),
+		Duration(&c.LeaveTimeout, "leave-timeout", "2m", "on SIGTERM, retire: wait at most this long, before exiting, until the Raft groups this node replicates have a replica on another node in its place (when there are enough other nodes) and none would lose its quorum with it; 0: stop without retiring, keeping the replicas for when the node comes back (restarts)"),
 		Duration(&c.DeadMemberGrace, "dead-member-grace", "30s", "how long a member that failed or left keeps its replicas before they are replaced on other nodes (a node restarted within it keeps them)"),
 		Duration(&c.RaftHeartbeatTimeout, "raft-heartbeat-timeout", "500ms", "Raft heartbeat timeout (>= 50ms)"),
 		Duration(&c.RaftElectionTimeout, "raft-election-timeout", "500ms", "Raft election timeout (>= 50ms, >= --raft-heartbeat-timeout)"),

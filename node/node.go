@@ -183,7 +183,7 @@ func Start(cfg config.Config, opts Options) (n *Node, err error) {
 	})
 	n.reconciler.Start()
 	forwards := prometheus.NewCounter(prometheus.CounterOpts{Name: "shardkeeper_requests_forwarded_total",
-		Help: "Requests this node sent to the leader of their partition on another node to run (a client that keeps the routing table sends them there itself)."})
+		Help: "Calls this node sent to the leader of their actor's partition on another node to run, each attempt counted (a client that keeps the routing table sends its requests there itself)."})
 	n.registry.MustRegister(forwards)
 	if n.router, err = cluster.StartRouter(cluster.RouterConfig{
 		Self: n.serverID, Partitions: n.directory, Members: n.membership, Runtime: n.runtime, System: n.system,
@@ -426,7 +426,7 @@ func (n *Node) Members() []api.Member {
 	var out []api.Member
 	for _, m := range n.membership.Members() {
 		out = append(out, api.Member{NodeID: m.ID, ServerID: m.ServerID, State: m.State,
-			StateSince: m.Since.UnixMilli(), HTTPAddr: m.HTTP, DiskLow: m.DiskLow, Leaving: m.Leaving && !m.Gone()})
+			StateSince: m.Since.UnixMilli(), HTTPAddr: m.HTTP, DiskLow: m.DiskLow, Leaving: m.Retiring && !m.Gone()})
 	}
 	return out
 }
@@ -499,16 +499,17 @@ func (n *Node) StateHashes() ([]api.PartitionHash, error) {
 // of another layout found after a late join.
 func (n *Node) Done() <-chan error { return n.served }
 
-// Shutdown leaves the cluster gracefully: it marks this node leaving, so that the Raft
-// groups it replicates move their replicas to other nodes (when there are enough of them),
-// drains (--shutdown-drain: /readyz fails and every response closes its connection), stops
-// taking requests (in-flight ones finish until ctx ends), waits until no group counts on this
-// node any more (--leave-timeout), hands over the leadership of every group still led here,
-// leaves gossip, then stops the runtime, Raft and storage.
+// Shutdown leaves the cluster gracefully. With --leave-timeout above zero it marks this node
+// retiring, so that the Raft groups it replicates move their replicas to other nodes (when
+// there are enough of them). It drains (--shutdown-drain: /readyz fails and every response
+// closes its connection), stops taking requests (in-flight ones finish until ctx ends), waits
+// until no group counts on this node any more (at most --leave-timeout), hands over the
+// leadership of every group still led here, leaves gossip, then stops the runtime, Raft and
+// storage.
 func (n *Node) Shutdown(ctx context.Context) error {
 	var errs []error
-	if n.membership != nil {
-		n.membership.Update(func(m *cluster.NodeMeta) { m.Leaving = true })
+	if n.membership != nil && n.cfg.LeaveTimeout > 0 {
+		n.membership.Update(func(m *cluster.NodeMeta) { m.Retiring = true })
 	}
 	if n.http != nil && n.cfg.ShutdownDrain > 0 {
 		n.draining.Store(true)
@@ -541,10 +542,10 @@ func (n *Node) Shutdown(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-// handOff waits, at most --leave-timeout, until no Raft group lists this node among its
-// replicas while the placement wants it elsewhere (cluster.AwaitingHandOff): the groups'
-// leaders add a replica on another node, promote it once caught up, then remove this one, so
-// that no group is left short of a voter when this node exits.
+// handOff waits, at most --leave-timeout, until no Raft group counts on this node
+// (cluster.AwaitingHandOff): the groups' leaders add a replica on another node, promote it
+// once caught up, then remove this one, so that no group is left short of a voter when this
+// node exits, and none loses its quorum with it.
 func (n *Node) handOff(ctx context.Context) {
 	if n.cfg.LeaveTimeout <= 0 || n.membership == nil || n.directory == nil {
 		return
@@ -571,7 +572,7 @@ func (n *Node) handOff(ctx context.Context) {
 		select {
 		case <-tick.C:
 		case <-timeout.C:
-			n.logger.Warn("leaving before every Raft group it replicates has a replica on another node in its place",
+			n.logger.Warn("leaving before every Raft group it replicates can do without it: these groups run a voter short, or without a quorum, until enough nodes are back",
 				"raft_groups", pending, "leave_timeout", n.cfg.LeaveTimeout.String())
 			return
 		case <-ctx.Done():

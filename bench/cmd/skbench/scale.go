@@ -131,7 +131,7 @@ func scaleRound(ctx context.Context, o options, dir string, caps *cpuCaps, round
 		}
 		leaders, leadAfter := waitLeaders(ctx, urls, size, o.scaleLeadWait)
 		if leadAfter >= 0 {
-			logf("round %d: %d nodes, every one leads a Raft group %v after all were ready", round, size, leadAfter.Round(100*time.Millisecond))
+			logf("round %d: %d nodes, %d of them lead a Raft group %v after all were ready", round, size, leaders, leadAfter.Round(100*time.Millisecond))
 		} else {
 			logf("round %d: %d nodes, %d of them lead a Raft group after %v", round, size, leaders, o.scaleLeadWait)
 		}
@@ -182,7 +182,8 @@ func readyz(url string) func(context.Context) error {
 }
 
 // waitLeaders waits until every one of the n nodes leads a Raft group, as the routing table
-// says, for at most wait. It returns how many lead and how long it took (-1 when not all did).
+// says (or, with fewer groups than nodes, until every group's leader is a different node), for
+// at most wait. It returns how many lead and how long it took (-1 when that did not happen).
 func waitLeaders(ctx context.Context, urls []string, n int, wait time.Duration) (int, time.Duration) {
 	start := time.Now()
 	c, err := client.New(urls, client.WithRetryPolicy(client.NoRetry))
@@ -202,7 +203,7 @@ func waitLeaders(ctx context.Context, urls []string, n int, wait time.Duration) 
 				}
 			}
 			leaders = len(seen)
-			if leaders >= n {
+			if leaders >= min(n, len(rt.Groups)) {
 				return leaders, time.Since(start)
 			}
 		}
