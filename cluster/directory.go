@@ -218,6 +218,9 @@ func (d *Directory) MergeState(buf []byte) {
 // Partitions is P.
 func (d *Directory) Partitions() int { return d.layout.Partitions }
 
+// Group is the Raft group whose log holds partition p.
+func (d *Directory) Group(p uint32) uint32 { return d.layout.Of(p) }
+
 // IsLeader reports whether this node leads partition p (its group).
 func (d *Directory) IsLeader(p uint32) bool { return d.cfg.Host.IsLeader(d.layout.Of(p)) }
 

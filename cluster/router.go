@@ -24,6 +24,7 @@ const routerName = "router"
 // of leader this node's Raft instances observe.
 type partitionView interface {
 	Partitions() int
+	Group(p uint32) uint32 // the Raft group whose log holds partition p
 	IsLeader(p uint32) bool
 	Leader(p uint32) string // server id, "" if unknown
 	WatchLeaders(fn func(p uint32, leader string))
@@ -217,8 +218,9 @@ func (r *Router) member(serverID string) (NodeMeta, bool) {
 	return NodeMeta{}, false
 }
 
+// askReplica picks a desired replica of p's group other than self, to ask for the leader.
 func (r *Router) askReplica(p uint32, self string) (NodeMeta, bool) {
-	for _, d := range Desired(p, r.cfg.Members.Alive(), r.cfg.Replicas) {
+	for _, d := range Desired(r.cfg.Partitions.Group(p), r.cfg.Members.Alive(), r.cfg.Replicas) {
 		if d.ServerID != self {
 			return d, true
 		}

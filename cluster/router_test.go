@@ -23,7 +23,8 @@ type fakePartitions struct {
 	watchers []func(p uint32, leader string)
 }
 
-func (f *fakePartitions) Partitions() int { return 4 }
+func (f *fakePartitions) Partitions() int       { return 4 }
+func (f *fakePartitions) Group(p uint32) uint32 { return p / 2 } // two partitions a group
 func (f *fakePartitions) IsLeader(uint32) bool {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -133,5 +134,19 @@ func TestRouterFailsUnavailableWithoutLeader(t *testing.T) {
 	defer cancel2()
 	if _, err := r2.Call(ctx2, "k", "x", actors.Request{Method: "m"}); !errors.Is(err, actors.ErrUnavailable) {
 		t.Fatalf("Call without any leader: %v, want unavailable", err)
+	}
+}
+
+// A node that knows no leader asks a desired replica of the partition's group, not of a group
+// numbered like the partition.
+func TestAskReplicaOfTheGroup(t *testing.T) {
+	members := staticMembers(nodes(5))
+	r := &Router{cfg: RouterConfig{Partitions: &fakePartitions{}, Members: members, Replicas: 3}}
+	for p := range uint32(4) {
+		got, ok := r.askReplica(p, "nobody")
+		want := Desired(p/2, nodes(5), 3)[0]
+		if !ok || got.ID != want.ID {
+			t.Fatalf("partition %d (group %d): asked %s, want %s", p, p/2, got.ID, want.ID)
+		}
 	}
 }
