@@ -23,18 +23,20 @@ type GroupConfig struct {
 
 // AwaitingHandOff returns the groups a retiring node (self, in alive with the other members
 // that are not gone) waits for before it exits: those whose configuration lists self while
-// the placement wants it elsewhere, and those it votes in whose other voters alive are fewer
-// than a majority — its exit would take their quorum — while some member that is not retiring
-// is left to repair them (the dead-member grace removes a departed voter, the placement adds
-// a replica). When every member left is retiring, the cluster is stopping as a whole and
-// nothing is waited for.
+// the placement wants it elsewhere, and those it votes in whose other voters that stay (alive
+// and not retiring) are fewer than a majority — its exit could take their quorum — while some
+// member that is not retiring is left to repair them (the placement adds a replica, the
+// dead-member grace removes a departed voter). Retiring voters do not count as staying: two
+// nodes told to stop at once decide independently, and each counting on the other would let
+// both go. When every member left is retiring, the cluster is stopping as a whole and nothing
+// is waited for.
 func AwaitingHandOff(configs []GroupConfig, alive []NodeMeta, replicas int, self NodeMeta) []uint32 {
 	if !slices.ContainsFunc(alive, func(m NodeMeta) bool { return !m.Retiring && m.ID != self.ID }) {
 		return nil
 	}
-	up := map[string]bool{}
+	up := map[string]bool{} // members that stay
 	for _, m := range alive {
-		up[m.ServerID] = true
+		up[m.ServerID] = !m.Retiring
 	}
 	var out []uint32
 	for _, c := range configs {

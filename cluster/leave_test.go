@@ -61,6 +61,13 @@ func TestAwaitingHandOff(t *testing.T) {
 	if got := AwaitingHandOff(quorum, up, 3, up[0]); len(got) != 0 {
 		t.Fatalf("n2 would leave 2 of 3 voters up; it waits for %v, want nothing", got)
 	}
+	// Two retiring at once do not count on each other: with n3 retiring too, n2's exit
+	// would leave one voter of three that stays.
+	quorum[0].Servers = voters("n2@x", "n3@x", "n4@x")
+	both := leaving(all[1:4], "n2", "n3")
+	if got := AwaitingHandOff(quorum, both, 3, both[0]); !slices.Equal(got, []uint32{0}) {
+		t.Fatalf("n2 and n3 retiring from n2, n3, n4: n2 waits for %v, want [0]", got)
+	}
 	// When every member left is retiring, the cluster is stopping: nobody waits.
 	quorum[0].Servers = voters("n1@x", "n2@x", "n3@x", "n4@x")
 	stopping := leaving(all[1:4], "n2", "n3", "n4")

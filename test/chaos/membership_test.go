@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -124,6 +125,71 @@ func TestGrowAndShrinkUnderLoad(t *testing.T) {
 	c.note("load stopped")
 	s.finish(true)
 	t.Logf("scenario took %s", time.Since(begin).Round(time.Millisecond))
+}
+
+// Two nodes of four that share a Raft group stopped at the same moment, so that fewer than R
+// others are left to take their replicas: in each group holding both, one of them stays
+// desired and may exit at once,
+// and the other must then wait while its exit would take the group's quorum (the first is
+// still listed until the dead-member grace removes it). The two left hold every group, and the
+// histories are linearizable.
+func TestRetireTwoAtOnce(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a fifth cluster start; the short run has TestGrowAndShrinkUnderLoad")
+	}
+	// No drain: the node the placement still wants exits the moment it is told to, before
+	// the other's replicas could have moved in the meantime.
+	flags := slices.Concat(graceFlags, []string{"--shutdown-drain", "0"})
+	c := startClusterBinding(t, false, flags...)
+	s := &scenario{t: t, c: c, rnd: rand.New(rand.NewPCG(8, 0))}
+	s.w = newWorkload(c, 8, true)
+	s.w.start()
+	c.note("load started")
+	time.Sleep(loadBefore)
+
+	var joins []string
+	for _, n := range c.nodes {
+		joins = append(joins, n.GossipAddr)
+	}
+	n4 := proc.Start(t, proc.Config{Bin: proc.Build(t, "./cmd/shardkeeper"), Command: []string{"serve"},
+		NodeID: "n4", IP: "127.0.0.14", LogDir: c.dir, TLSDir: tlsDir,
+		Flags: slices.Concat([]string{"--bootstrap-expect", "3", "--join", strings.Join(joins, ",")}, nodeFlags, flags)})
+	n4.WaitReady(60 * time.Second)
+	s.w.addNode(n4)
+	c.waitPlaced(append(slices.Clone(c.nodes), n4), 90*time.Second)
+	// n4 and a node it shares a Raft group with.
+	var leaving []*proc.Node
+	for _, n := range c.nodes {
+		if len(sharedGroups(append(slices.Clone(c.nodes), n4), []*proc.Node{n, n4})) > 0 {
+			leaving = []*proc.Node{n, n4}
+			break
+		}
+	}
+	if leaving == nil {
+		t.Fatalf("n4 shares no Raft group with another node: the test would not check what it means to")
+	}
+
+	var wg sync.WaitGroup
+	for _, n := range leaving {
+		s.w.removeNode(n.Config.NodeID)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			stopping := time.Now()
+			if code := n.Term(); code != 0 {
+				t.Errorf("%s exited %d after SIGTERM, want 0", n.Config.NodeID, code)
+			}
+			c.note("%s exited %s after SIGTERM", n.Config.NodeID, time.Since(stopping).Round(time.Millisecond))
+		}()
+	}
+	c.note("SIGTERM %s and n4 at once", leaving[0].Config.NodeID)
+	wg.Wait()
+	c.nodes = slices.DeleteFunc(c.nodes, func(n *proc.Node) bool { return n == leaving[0] })
+	c.waitPlaced(c.nodes, deadGrace+30*time.Second)
+	time.Sleep(loadAfter)
+	s.w.stopLoad()
+	c.note("load stopped")
+	s.finish(true)
 }
 
 // sharedGroups returns the Raft groups whose placement over nodes puts every one of leaving
