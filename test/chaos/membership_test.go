@@ -85,17 +85,9 @@ func TestGrowAndShrinkUnderLoad(t *testing.T) {
 	c.note("load started")
 	time.Sleep(loadBefore)
 
-	var joins []string
-	for _, n := range c.nodes {
-		joins = append(joins, n.GossipAddr)
-	}
 	var extra []*proc.Node
 	for i, ip := range []string{"127.0.0.14", "127.0.0.15"} {
-		n := proc.Start(t, proc.Config{Bin: proc.Build(t, "./cmd/shardkeeper"), Command: []string{"serve"},
-			NodeID: "n" + strconv.Itoa(4+i), IP: ip, LogDir: c.dir, TLSDir: tlsDir,
-			Flags: slices.Concat([]string{"--bootstrap-expect", "3", "--join", strings.Join(joins, ",")}, nodeFlags, graceFlags)})
-		extra = append(extra, n)
-		c.note("started %s", n.Config.NodeID)
+		extra = append(extra, c.join("n"+strconv.Itoa(4+i), ip, graceFlags))
 	}
 	for _, n := range extra {
 		n.WaitReady(60 * time.Second)
@@ -147,13 +139,7 @@ func TestRetireTwoAtOnce(t *testing.T) {
 	c.note("load started")
 	time.Sleep(loadBefore)
 
-	var joins []string
-	for _, n := range c.nodes {
-		joins = append(joins, n.GossipAddr)
-	}
-	n4 := proc.Start(t, proc.Config{Bin: proc.Build(t, "./cmd/shardkeeper"), Command: []string{"serve"},
-		NodeID: "n4", IP: "127.0.0.14", LogDir: c.dir, TLSDir: tlsDir,
-		Flags: slices.Concat([]string{"--bootstrap-expect", "3", "--join", strings.Join(joins, ",")}, nodeFlags, flags)})
+	n4 := c.join("n4", "127.0.0.14", flags)
 	n4.WaitReady(60 * time.Second)
 	s.w.addNode(n4)
 	c.waitPlaced(append(slices.Clone(c.nodes), n4), 90*time.Second)
@@ -190,6 +176,21 @@ func TestRetireTwoAtOnce(t *testing.T) {
 	s.w.stopLoad()
 	c.note("load stopped")
 	s.finish(true)
+}
+
+// join starts node id on ip, joining the cluster through its nodes' gossip addresses, with
+// the chaos nodes' flags and extra.
+func (c *cluster) join(id, ip string, extra []string) *proc.Node {
+	c.t.Helper()
+	var joins []string
+	for _, n := range c.nodes {
+		joins = append(joins, n.GossipAddr)
+	}
+	n := proc.Start(c.t, proc.Config{Bin: proc.Build(c.t, "./cmd/shardkeeper"), Command: []string{"serve"},
+		NodeID: id, IP: ip, LogDir: c.dir, TLSDir: tlsDir,
+		Flags: slices.Concat([]string{"--bootstrap-expect", "3", "--join", strings.Join(joins, ",")}, nodeFlags, extra)})
+	c.note("started %s", id)
+	return n
 }
 
 // sharedGroups returns the Raft groups whose placement over nodes puts every one of leaving
