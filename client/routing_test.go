@@ -10,6 +10,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/shardkeeper/shardkeeper/actors"
@@ -179,5 +180,51 @@ func TestNoRoutingRoundRobin(t *testing.T) {
 	}
 	if len(a.paths()) != 2 || len(b.paths()) != 2 {
 		t.Fatalf("a served %d, b %d; want 2 each", len(a.paths()), len(b.paths()))
+	}
+}
+
+// Work that may run on any actor of its kind (issuing a nonce) goes to the leaders in turn; a
+// leader that does not answer is dropped from that turn, and the call goes on to a node that
+// does.
+func TestRoutingIssuesToLeaders(t *testing.T) {
+	a, b, c := newFakeNode(t, "a"), newFakeNode(t, "b"), newFakeNode(t, "c")
+	var bGone atomic.Bool
+	table := func() Routes {
+		second := Route{Group: 1, First: 8, End: 16, Term: 1, Leader: "b", LeaderHTTP: b.addr()}
+		if bGone.Load() { // a took over b's group
+			second = Route{Group: 1, First: 8, End: 16, Term: 2, Leader: "a", LeaderHTTP: a.addr()}
+		}
+		return Routes{Partitions: 16, Groups: []Route{
+			{Group: 0, First: 0, End: 8, Term: 1, Leader: "a", LeaderHTTP: a.addr()}, second}}
+	}
+	a.routes, b.routes, c.routes = table, table, table
+	cl, err := New([]string{c.srv.URL, a.srv.URL, b.srv.URL}, WithRouting())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := cl.RefreshRoutes(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for range 4 {
+		if _, err := cl.IssueNonce(ctx, "org"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(a.paths()) != 2 || len(b.paths()) != 2 || len(c.paths()) != 0 {
+		t.Fatalf("issues: a %d, b %d, c %d; want 2, 2 and none to c, which leads nothing", len(a.paths()), len(b.paths()), len(c.paths()))
+	}
+	b.srv.Close() // b is gone; the client's table names it until it learns otherwise
+	bGone.Store(true)
+	for range 4 {
+		if _, err := cl.IssueNonce(ctx, "org"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := len(a.paths()) + len(c.paths()); got != 6 {
+		t.Fatalf("after b went away, a and c answered %d issues in all, want 6 (the 2 before and the 4 since)", got)
+	}
+	if len(c.paths()) > 1 {
+		t.Fatalf("c answered %d issues: b's failure should drop it from the leaders once, not each time", len(c.paths()))
 	}
 }
