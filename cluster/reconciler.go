@@ -158,7 +158,7 @@ func (r *Reconciler) Pass(now time.Time) {
 		if unfit[self] == "" {
 			return // one transfer per pass to balance
 		}
-		// Unfit to lead (disk low, or leaving): every leadership goes now.
+		// Unfit to lead (disk low, or retiring): every leadership goes now.
 		bs.Led = slices.DeleteFunc(bs.Led, func(in GroupInfo) bool { return in.ID == g })
 		bs.Leading[string(a.Server)]++
 	}

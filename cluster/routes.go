@@ -37,16 +37,19 @@ type Route struct {
 // Routes returns the routing table: each group's leader as Leader reports it (this node's
 // Raft instance, or the leader's gossip), with the HTTP address the leader gossips.
 func (d *Directory) Routes() Routes {
-	members := d.cfg.Members.Members()
+	live := map[string]Member{} // by server id
+	for _, m := range d.cfg.Members.Members() {
+		if !m.Gone() {
+			live[m.ServerID] = m
+		}
+	}
 	rt := Routes{Partitions: d.layout.Partitions, Groups: make([]Route, d.layout.Count())}
 	for i := range rt.Groups {
 		g := d.layout.Group(uint32(i))
 		r := Route{Group: g.ID, First: g.First, End: g.End}
 		leader := d.Leader(g.First)
-		for _, m := range members {
-			if leader != "" && m.ServerID == leader && !m.Gone() {
-				r.Leader, r.LeaderHTTP = m.ID, m.HTTP
-			}
+		if m, ok := live[leader]; ok && leader != "" {
+			r.Leader, r.LeaderHTTP = m.ID, m.HTTP
 		}
 		if r.Leader != "" {
 			if in := d.cfg.Host.Info(g.ID); in.Leader == leader {

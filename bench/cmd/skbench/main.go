@@ -188,12 +188,9 @@ func parseFlags(args []string) (options, error) {
 	if o.duration <= 0 || o.warmup < 0 || o.chainDuration <= 0 || o.chainWarmup < 0 || o.chainWindow < 1 {
 		return o, errors.New("--duration and --chain-duration must be > 0, --warmup and --chain-warmup >= 0, --chain-window >= 1")
 	}
-	for _, s := range strings.Split(*clients, ",") {
-		n, err := strconv.Atoi(strings.TrimSpace(s))
-		if err != nil || n < 1 {
-			return o, fmt.Errorf("--clients: %q is not a positive integer", s)
-		}
-		o.clients = append(o.clients, n)
+	var err error
+	if o.clients, err = positiveInts("--clients", *clients); err != nil {
+		return o, err
 	}
 	for _, s := range strings.Split(*workloads, ",") {
 		s = strings.TrimSpace(s)
@@ -234,16 +231,24 @@ func logf(format string, args ...any) {
 	fmt.Fprintf(os.Stderr, "skbench %s  %s\n", time.Now().Format("15:04:05"), fmt.Sprintf(format, args...))
 }
 
+// workDir makes the run's temporary directory; done removes it, or with --keep says where
+// it is.
+func workDir(o options, prefix string) (dir string, done func(), err error) {
+	if dir, err = os.MkdirTemp("", prefix); err != nil {
+		return "", nil, err
+	}
+	if o.keep {
+		return dir, func() { logf("kept %s", dir) }, nil
+	}
+	return dir, func() { os.RemoveAll(dir) }, nil
+}
+
 func run(ctx context.Context, o options) error {
-	tmp, err := os.MkdirTemp("", "skbench-")
+	tmp, done, err := workDir(o, "skbench-")
 	if err != nil {
 		return err
 	}
-	if o.keep {
-		defer logf("kept %s", tmp)
-	} else {
-		defer os.RemoveAll(tmp)
-	}
+	defer done()
 	if avg, ok := loadAverage(); ok && avg > float64(runtime.NumCPU())/2 {
 		logf("WARNING: load average %.1f on %d CPUs: other processes compete for CPU and disk, so the numbers will be low and noisy", avg, runtime.NumCPU())
 	}

@@ -48,7 +48,9 @@ type scaleResult struct {
 	errors                int
 	leaders               int     // nodes leading at least one Raft group when measured
 	throttled             float64 // mean share of CFS periods the nodes were throttled in
-	leadAfter             time.Duration
+	// leadAfter is how long after the nodes were ready every node led a group (or every
+	// group had its own leader, with fewer groups than nodes); -1 when that did not happen.
+	leadAfter time.Duration
 }
 
 // scaleNode is one node of the scale cluster.
@@ -58,15 +60,11 @@ type scaleNode struct {
 }
 
 func runScale(ctx context.Context, o options) error {
-	tmp, err := os.MkdirTemp("", "skbench-scale-")
+	tmp, done, err := workDir(o, "skbench-scale-")
 	if err != nil {
 		return err
 	}
-	if o.keep {
-		defer logf("kept %s", tmp)
-	} else {
-		defer os.RemoveAll(tmp)
-	}
+	defer done()
 	if o.bin == "" {
 		if o.bin, err = buildShardkeeper(ctx, tmp); err != nil {
 			return err
@@ -285,9 +283,13 @@ func printScale(w io.Writer, o options, results []scaleResult, capped bool) {
 	}
 	fmt.Fprintf(w, "Scale-out: oracle issue+consume pairs/s, %s, the better of %s clients per node; clusters grown online from %d nodes\n\n",
 		capping, strings.Join(per, " and "), o.scale[0])
-	fmt.Fprintln(tw, "round\tnodes\tleading\tmode\tclients/node\tpairs/s\tp99 ms\terrors\tthrottled\t")
+	fmt.Fprintln(tw, "round\tnodes\tleading\tafter\tmode\tclients/node\tpairs/s\tp99 ms\terrors\tthrottled\t")
 	for _, r := range results {
-		fmt.Fprintf(tw, "%d\t%d\t%d\t%s\t%d\t%.0f\t%.1f\t%d\t%.0f%%\t\n", r.round, r.nodes, r.leaders, r.mode, r.perNode, r.pairsPerS, r.p99ms, r.errors, 100*r.throttled)
+		after := "-"
+		if r.leadAfter >= 0 {
+			after = r.leadAfter.Round(100 * time.Millisecond).String()
+		}
+		fmt.Fprintf(tw, "%d\t%d\t%d\t%s\t%s\t%d\t%.0f\t%.1f\t%d\t%.0f%%\t\n", r.round, r.nodes, r.leaders, after, r.mode, r.perNode, r.pairsPerS, r.p99ms, r.errors, 100*r.throttled)
 	}
 	_ = tw.Flush()
 	fmt.Fprintln(w)
