@@ -151,6 +151,9 @@ func New(opts Options, kinds ...Kind) (*Runtime, error) {
 // fail with ErrNotApplied until the leadership returns. Calls for one group must come in the
 // order of the changes (cluster.Host makes them from one goroutine per group).
 func (r *Runtime) SetLeader(g uint32, leader bool) {
+	if int(g) >= len(r.groups) {
+		return // born by a split: its partitions are not served from it yet
+	}
 	r.groups[g].setLeader(leader)
 }
 

@@ -228,6 +228,9 @@ func (d *Directory) IsLeader(p uint32) bool { return d.cfg.Host.IsLeader(d.layou
 // each partition of the group that changed.
 func (d *Directory) WatchLeaders(fn func(p uint32, leader string)) {
 	d.cfg.Host.WatchLeaders(func(g uint32, leader string) {
+		if int(g) >= d.layout.Count() {
+			return // born by a split: not routed to yet
+		}
 		gr := d.layout.Group(g)
 		for p := gr.First; p < gr.End; p++ {
 			fn(p, leader)

@@ -60,16 +60,21 @@ type HostConfig struct {
 	Logger *slog.Logger
 }
 
-// Host runs this node's Raft groups, each the log of some partitions (persistence.Layout),
-// all sharing one Store and one listener. Groups are numbered 0..G-1; every method takes a
-// group. Propose, Barrier, LastTime and Info are safe for concurrent use.
+// Host runs this node's Raft groups, each the log of some partitions, all sharing one Store
+// and one listener: the layout's groups, numbered 0..G-1, and the groups born since by
+// splits (persistence.SplitID), which a split's apply opens here (split.go). Every method
+// takes a group id. Propose, Barrier, LastTime and Info are safe for concurrent use.
 type Host struct {
-	cfg    HostConfig
-	mux    *Mux
-	addr   string // advertised Raft address (host:port) of this node
-	groups []*group
-	stop   chan struct{}
-	wg     sync.WaitGroup
+	cfg  HostConfig
+	mux  *Mux
+	addr string // advertised Raft address (host:port) of this node
+	hlog hclog.Logger
+	stop chan struct{}
+	wg   sync.WaitGroup
+
+	// mu guards groups, which only grows (a group opens once and stays until Close).
+	mu     sync.RWMutex
+	groups map[uint32]*group
 
 	started      sync.Once
 	onLeadership func(g uint32, leader bool)
@@ -104,17 +109,70 @@ func NewHost(cfg HostConfig) (*Host, error) {
 	if cfg.Advertise != nil {
 		advertise = cfg.Advertise(advertise)
 	}
-	h := &Host{cfg: cfg, mux: mux, addr: advertise, stop: make(chan struct{})}
-	hlog := newHclog(cfg.Logger, "raft")
-	for id := range uint32(cfg.Layout.Count()) {
-		g, err := h.openGroup(cfg.Layout.Group(id), advertise, hlog.With("group", id))
-		if err != nil {
+	h := &Host{cfg: cfg, mux: mux, addr: advertise, hlog: newHclog(cfg.Logger, "raft"), stop: make(chan struct{}), groups: map[uint32]*group{}}
+	spans, err := cfg.Store.Groups(cfg.Layout)
+	if err != nil {
+		h.Close()
+		return nil, err
+	}
+	for _, pg := range spans {
+		if _, err := h.open(pg); err != nil {
 			h.Close()
 			return nil, err
 		}
-		h.groups = append(h.groups, g)
 	}
 	return h, nil
+}
+
+// open starts group pg's Raft here, unless it runs already, and reports its leadership
+// from then on if Start was called.
+func (h *Host) open(pg persistence.Group) (*group, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if g, ok := h.groups[pg.ID]; ok {
+		return g, nil
+	}
+	select {
+	case <-h.stop:
+		return nil, raft.ErrRaftShutdown
+	default:
+	}
+	g, err := h.openGroup(pg, h.addr, h.hlog.With("group", groupName(pg.ID)))
+	if err != nil {
+		return nil, err
+	}
+	h.groups[pg.ID] = g
+	if h.onLeadership != nil {
+		h.wg.Add(1)
+		go h.watchLeadership(g)
+	}
+	return g, nil
+}
+
+// group returns group id's instance here, nil when this node has none.
+func (h *Host) group(id uint32) *group {
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	return h.groups[id]
+}
+
+// all returns every group instance here, in no particular order.
+func (h *Host) all() []*group {
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	out := make([]*group, 0, len(h.groups))
+	for _, g := range h.groups {
+		out = append(out, g)
+	}
+	return out
+}
+
+// groupName is how logs name a group: its number for the layout's, hex for split-born ones.
+func groupName(id uint32) string {
+	if id>>31 != 0 {
+		return fmt.Sprintf("%#x", id)
+	}
+	return fmt.Sprint(id)
 }
 
 // Start begins reporting leadership: onLeadership is called, in order per group and from
@@ -123,6 +181,8 @@ func NewHost(cfg HostConfig) (*Host, error) {
 // built after it.
 func (h *Host) Start(onLeadership func(g uint32, leader bool)) {
 	h.started.Do(func() {
+		h.mu.Lock()
+		defer h.mu.Unlock()
 		h.onLeadership = onLeadership
 		for _, g := range h.groups {
 			h.wg.Add(1)
@@ -166,10 +226,15 @@ func (h *Host) openGroup(pg persistence.Group, advertise string, hlog hclog.Logg
 	if err != nil {
 		return nil, err
 	}
+	fsm.OnSplit(h.born)
 	logs, stable := h.cfg.Store.LogStore(pg.First), h.cfg.Store.StableStore(pg.First)
-	snaps, err := raft.NewFileSnapshotStoreWithLogger(filepath.Join(h.cfg.SnapshotDir, fmt.Sprintf("p%04d", pg.First)), 2, hlog)
+	dir := fmt.Sprintf("p%04d", pg.First)
+	if pg.ID>>31 != 0 {
+		dir = fmt.Sprintf("g%08x", pg.ID)
+	}
+	snaps, err := raft.NewFileSnapshotStoreWithLogger(filepath.Join(h.cfg.SnapshotDir, dir), 2, hlog)
 	if err != nil {
-		return nil, fmt.Errorf("group %d snapshot store: %w", pg.ID, err)
+		return nil, fmt.Errorf("group %s snapshot store: %w", groupName(pg.ID), err)
 	}
 	g := &group{Group: pg, fsm: fsm, notify: make(chan bool, 16)}
 	var logStore raft.LogStore = logs
@@ -185,6 +250,10 @@ func (h *Host) openGroup(pg persistence.Group, advertise string, hlog hclog.Logg
 	rc := raftConfig(h.cfg, hlog)
 	rc.NotifyCh = g.notify
 
+	if err := h.writeBirth(pg, fsm, logs, stable, snaps, trans); err != nil {
+		trans.Close()
+		return nil, err
+	}
 	has, err := raft.HasExistingState(logs, stable, snaps)
 	if err != nil {
 		trans.Close()
@@ -256,8 +325,8 @@ func (h *Host) WatchLeaders(fn func(g uint32, leader string)) {
 	h.watchers = append(h.watchers[:len(h.watchers):len(h.watchers)], fn)
 }
 
-// Groups is G.
-func (h *Host) Groups() int { return len(h.groups) }
+// Groups is G, the layout's count of groups (split-born groups are not counted).
+func (h *Host) Groups() int { return h.cfg.Layout.Count() }
 
 // Layout is the map of partitions to groups.
 func (h *Host) Layout() persistence.Layout { return h.cfg.Layout }
@@ -270,7 +339,7 @@ func (a applyFuture) Error() error {
 		return classifyApplyError(err)
 	}
 	if err, ok := a.f.Response().(error); ok {
-		return err
+		return classifyApplyError(err)
 	}
 	return nil
 }
@@ -279,8 +348,10 @@ func (a applyFuture) Error() error {
 // appended — raft refuses it while not leader or while a leadership transfer is in progress —
 // as actors.ErrNotApplied, so the router may send the request to the new leader. Any other
 // error (leadership lost with the entry in flight, shutdown) leaves the outcome unknown.
+// The FSM's refusal of a command naming a partition a split moved out is not-applied too:
+// every replica refused it alike.
 func classifyApplyError(err error) error {
-	if errors.Is(err, raft.ErrNotLeader) || errors.Is(err, raft.ErrLeadershipTransferInProgress) {
+	if errors.Is(err, raft.ErrNotLeader) || errors.Is(err, raft.ErrLeadershipTransferInProgress) || errors.Is(err, persistence.ErrMoved) {
 		return fmt.Errorf("%w: %w", actors.ErrNotApplied, err)
 	}
 	return err
@@ -300,7 +371,16 @@ func (h *Host) Propose(g uint32, cmd []byte) interface{ Error() error } {
 			return refused{fmt.Errorf("%w: %w", actors.ErrNotApplied, err)}
 		}
 	}
-	return applyFuture{h.groups[g].raft.Apply(cmd, 0)}
+	gr := h.group(g)
+	if gr == nil {
+		return refused{NotHere(g)}
+	}
+	return applyFuture{gr.raft.Apply(cmd, 0)}
+}
+
+// NotHere is the error for a group this node holds no instance of.
+func NotHere(g uint32) error {
+	return fmt.Errorf("%w: group %s has no replica on this node", actors.ErrNotApplied, groupName(g))
 }
 
 // refused is the future of a proposal refused before Raft.
@@ -350,21 +430,38 @@ func (l *guardedLogs) refused() error {
 
 // Barrier waits until every entry committed in group g is applied locally.
 func (h *Host) Barrier(g uint32, timeout time.Duration) error {
-	return h.groups[g].raft.Barrier(timeout).Error()
+	gr := h.group(g)
+	if gr == nil {
+		return NotHere(g)
+	}
+	return gr.raft.Barrier(timeout).Error()
 }
 
 // VerifyLeader confirms with a quorum that this node still leads group g.
 func (h *Host) VerifyLeader(g uint32) interface{ Error() error } {
-	return h.groups[g].raft.VerifyLeader()
+	gr := h.group(g)
+	if gr == nil {
+		return refused{NotHere(g)}
+	}
+	return gr.raft.VerifyLeader()
 }
 
 // LastTime is the greatest command time applied in group g.
-func (h *Host) LastTime(g uint32) int64 { return h.groups[g].fsm.LastTime() }
+func (h *Host) LastTime(g uint32) int64 {
+	if gr := h.group(g); gr != nil {
+		return gr.fsm.LastTime()
+	}
+	return 0
+}
 
 // StateHashes returns group g's applied index and its partitions' state hashes on this
 // node, first partition first (see persistence.FSM.StateHashes).
 func (h *Host) StateHashes(g uint32) (uint64, [][32]byte, error) {
-	return h.groups[g].fsm.StateHashes()
+	gr := h.group(g)
+	if gr == nil {
+		return 0, nil, NotHere(g)
+	}
+	return gr.fsm.StateHashes()
 }
 
 // GroupInfo is group g as this node's Raft instance knows it.
@@ -386,7 +483,10 @@ type GroupInfo struct {
 
 // Info reports group id as this node's Raft instance knows it.
 func (h *Host) Info(id uint32) GroupInfo {
-	g := h.groups[id]
+	g := h.group(id)
+	if g == nil {
+		return GroupInfo{ID: id}
+	}
 	_, leader := g.raft.LeaderWithID()
 	in := GroupInfo{ID: id, Leader: string(leader), Term: g.raft.CurrentTerm(), Applied: g.fsm.AppliedIndex(),
 		Commit: g.raft.CommitIndex(), LastIndex: g.raft.LastIndex(), LastContact: g.raft.LastContact()}
@@ -414,7 +514,7 @@ func (h *Host) ServerID() string { return h.cfg.ServerID }
 
 // HasState reports whether any group has Raft state on this node.
 func (h *Host) HasState() bool {
-	for _, g := range h.groups {
+	for _, g := range h.all() {
 		if g.raft.LastIndex() > 0 {
 			return true
 		}
@@ -426,7 +526,10 @@ func (h *Host) HasState() bool {
 // chosen to bootstrap a new cluster calls it, once.
 func (h *Host) Bootstrap(servers func(g uint32) []raft.Server) error {
 	var errs []error
-	for _, g := range h.groups {
+	for _, g := range h.all() {
+		if g.ID>>31 != 0 {
+			continue // born by a split, with its configuration
+		}
 		err := g.raft.BootstrapCluster(raft.Configuration{Servers: servers(g.ID)}).Error()
 		if err != nil && !errors.Is(err, raft.ErrCantBootstrap) {
 			errs = append(errs, fmt.Errorf("bootstrap group %d: %w", g.ID, err))
@@ -437,17 +540,28 @@ func (h *Host) Bootstrap(servers func(g uint32) []raft.Server) error {
 
 // Leader returns the server id of group g's leader as this node knows it ("" if none).
 func (h *Host) Leader(g uint32) string {
-	_, id := h.groups[g].raft.LeaderWithID()
+	gr := h.group(g)
+	if gr == nil {
+		return ""
+	}
+	_, id := gr.raft.LeaderWithID()
 	return string(id)
 }
 
 // IsLeader reports whether this node leads group g.
-func (h *Host) IsLeader(g uint32) bool { return h.groups[g].raft.State() == raft.Leader }
+func (h *Host) IsLeader(g uint32) bool {
+	gr := h.group(g)
+	return gr != nil && gr.raft.State() == raft.Leader
+}
 
 // Change carries out a reconciler's decision on group g, which this node leads.
 func (h *Host) Change(g uint32, a Action) error {
 	const timeout = 5 * time.Second
-	r := h.groups[g].raft
+	gr := h.group(g)
+	if gr == nil {
+		return NotHere(g)
+	}
+	r := gr.raft
 	switch a.Kind {
 	case RemoveServer:
 		return r.RemoveServer(a.Server, 0, timeout).Error()
@@ -464,7 +578,7 @@ func (h *Host) Change(g uint32, a Action) error {
 // Leading counts the groups this node leads.
 func (h *Host) Leading() int {
 	n := 0
-	for _, g := range h.groups {
+	for _, g := range h.all() {
 		if g.raft.State() == raft.Leader {
 			n++
 		}
@@ -490,7 +604,7 @@ func hasOtherVoter(r *raft.Raft, self string) bool {
 // each transfer's own timeout). Used on graceful shutdown.
 func (h *Host) TransferLeadership() {
 	var wg sync.WaitGroup
-	for _, g := range h.groups {
+	for _, g := range h.all() {
 		if g.raft.State() != raft.Leader || !hasOtherVoter(g.raft, h.cfg.ServerID) {
 			continue // nobody to hand it to (a one-node cluster): not worth a warning
 		}
@@ -507,16 +621,19 @@ func (h *Host) TransferLeadership() {
 
 // Close shuts every group down (leadership is not handed over; see LeaveGracefully).
 func (h *Host) Close() error {
+	h.mu.Lock() // no group opens after this
 	select {
 	case <-h.stop:
+		h.mu.Unlock()
 		return nil
 	default:
 		close(h.stop)
 	}
+	h.mu.Unlock()
 	var mu sync.Mutex
 	var errs []error
 	var wg sync.WaitGroup
-	for _, g := range h.groups {
+	for _, g := range h.all() {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()

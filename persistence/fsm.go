@@ -24,13 +24,20 @@ import (
 // State batches are not synced: the Raft log is, and any state lost in a crash is re-derived
 // by replaying it. Snapshot syncs before raft may compact the log.
 //
+// The group's range [First, End) shrinks when it applies a split (split.go) or restores a
+// snapshot taken after one; its id and first partition never change.
+//
 // Apply, ApplyBatch, Snapshot and Restore are called from raft's FSM goroutine only.
-// AppliedIndex and LastTime may be called from any goroutine.
+// AppliedIndex, LastTime and Group may be called from any goroutine.
 type FSM struct {
-	s       *Store
-	g       Group
-	applied atomic.Uint64
-	time    atomic.Int64
+	s         *Store
+	id, first uint32
+	end       atomic.Uint32
+	applied   atomic.Uint64
+	time      atomic.Int64
+	// onSplit, when set, is called on the FSM goroutine after a split's batch is durable,
+	// with the child it created.
+	onSplit func(child Group)
 }
 
 var _ raft.BatchingFSM = (*FSM)(nil)
@@ -40,7 +47,8 @@ func (s *Store) FSM(g Group) (*FSM, error) {
 	if g.End <= g.First {
 		return nil, fmt.Errorf("group %d holds no partition ([%d, %d))", g.ID, g.First, g.End)
 	}
-	f := &FSM{s: s, g: g}
+	f := &FSM{s: s, id: g.ID, first: g.First}
+	f.end.Store(g.End)
 	if err := f.load(); err != nil {
 		return nil, err
 	}
@@ -55,23 +63,30 @@ func (f *FSM) load() error {
 		{metaApplied, f.applied.Store},
 		{metaTime, func(v uint64) { f.time.Store(int64(v)) }},
 	} {
-		v, closer, err := f.s.db.Get(metaKey(f.g.First, m.name))
+		v, closer, err := f.s.db.Get(metaKey(f.first, m.name))
 		if errors.Is(err, pebble.ErrNotFound) {
 			m.set(0)
 			continue
 		}
 		if err != nil {
-			return fmt.Errorf("load %s of group %d: %w", m.name, f.g.ID, err)
+			return fmt.Errorf("load %s of group %d: %w", m.name, f.id, err)
 		}
 		if len(v) != 8 {
 			closer.Close()
-			return fmt.Errorf("corrupt %s of group %d: %x", m.name, f.g.ID, v)
+			return fmt.Errorf("corrupt %s of group %d: %x", m.name, f.id, v)
 		}
 		m.set(binary.BigEndian.Uint64(v))
 		closer.Close()
 	}
 	return nil
 }
+
+// Group is the group's id and its range as last applied.
+func (f *FSM) Group() Group { return Group{ID: f.id, First: f.first, End: f.end.Load()} }
+
+// OnSplit sets the function called, on the FSM goroutine, after each split this group
+// applies, with the child it created (see split.go). Set it before the FSM is used.
+func (f *FSM) OnSplit(fn func(child Group)) { f.onSplit = fn }
 
 // AppliedIndex is the index of the last entry applied to Pebble.
 func (f *FSM) AppliedIndex() uint64 { return f.applied.Load() }
@@ -85,10 +100,12 @@ func (f *FSM) Apply(l *raft.Log) any { return f.ApplyBatch([]*raft.Log{l})[0] }
 
 // ApplyBatch applies entries in one Pebble batch. Each response is nil or the error that
 // made the command invalid (an invalid command writes nothing, deterministically on every
-// replica).
+// replica). A split takes effect for the entries after it in the same batch.
 func (f *FSM) ApplyBatch(logs []*raft.Log) []any {
 	resp := make([]any, len(logs))
 	applied, last := f.applied.Load(), f.time.Load()
+	g := f.Group()
+	var children []Group
 	b := f.s.db.NewBatch()
 	defer b.Close()
 	var key []byte
@@ -100,12 +117,27 @@ func (f *FSM) ApplyBatch(logs []*raft.Log) []any {
 		if l.Type != raft.LogCommand {
 			continue
 		}
+		if len(l.Data) > 0 && l.Data[0] == commandSplit {
+			t, sp, err := decodeSplit(l.Data[1:])
+			var child Group
+			if err == nil {
+				child, err = f.applySplit(b, g, sp, max(last, t))
+			}
+			if err != nil {
+				resp[i] = fmt.Errorf("group %d entry %d: %w", g.ID, l.Index, err)
+				continue
+			}
+			last = max(last, t)
+			g.End = child.First
+			children = append(children, child)
+			continue
+		}
 		cmd, err := DecodeCommand(l.Data)
 		if err == nil {
-			err = f.confine(&cmd)
+			err = confine(&cmd, g)
 		}
 		if err != nil {
-			resp[i] = fmt.Errorf("group %d entry %d: %w", f.g.ID, l.Index, err)
+			resp[i] = fmt.Errorf("group %d entry %d: %w", g.ID, l.Index, err)
 			continue
 		}
 		for _, op := range cmd.Ops {
@@ -117,7 +149,7 @@ func (f *FSM) ApplyBatch(logs []*raft.Log) []any {
 				err = b.Set(key, op.Value, nil)
 			}
 			if err != nil {
-				panic(fmt.Sprintf("group %d: batch write: %v", f.g.ID, err))
+				panic(fmt.Sprintf("group %d: batch write: %v", g.ID, err))
 			}
 		}
 		last = max(last, cmd.Time)
@@ -125,31 +157,49 @@ func (f *FSM) ApplyBatch(logs []*raft.Log) []any {
 	if applied == f.applied.Load() {
 		return resp
 	}
-	_ = b.Set(metaKey(f.g.First, metaApplied), binary.BigEndian.AppendUint64(nil, applied), nil)
-	_ = b.Set(metaKey(f.g.First, metaTime), binary.BigEndian.AppendUint64(nil, uint64(last)), nil)
+	_ = b.Set(metaKey(f.first, metaApplied), binary.BigEndian.AppendUint64(nil, applied), nil)
+	_ = b.Set(metaKey(f.first, metaTime), binary.BigEndian.AppendUint64(nil, uint64(last)), nil)
+	// A split is synced: the child's Raft state is written from it, outside this batch, and
+	// must never be older than what it was written from.
+	sync := pebble.NoSync
+	if len(children) > 0 {
+		sync = pebble.Sync
+	}
 	// A failed state write cannot be skipped without diverging from the other replicas, and
 	// cannot be retried blindly: stop the process, as etcd does, and let restart replay.
-	if err := b.Commit(pebble.NoSync); err != nil {
-		panic(fmt.Sprintf("group %d: apply up to %d: %v", f.g.ID, applied, err))
+	if err := b.Commit(sync); err != nil {
+		panic(fmt.Sprintf("group %d: apply up to %d: %v", g.ID, applied, err))
 	}
 	f.applied.Store(applied)
 	f.time.Store(last)
+	f.end.Store(g.End)
+	for _, c := range children {
+		if f.onSplit != nil {
+			f.onSplit(c)
+		}
+	}
 	return resp
 }
 
 // confine gives a version 1 command's ops the group's first partition, and refuses a
-// command that names a partition outside the group (nothing of it is applied).
-func (f *FSM) confine(cmd *Command) error {
+// command that names a partition outside g (nothing of it is applied). A partition that a
+// split moved out is outside: ErrMoved, which tells the proposer to retry at the group that
+// holds it now.
+func confine(cmd *Command, g Group) error {
 	for i := range cmd.Ops {
 		if cmd.v1 {
-			cmd.Ops[i].Partition = f.g.First
+			cmd.Ops[i].Partition = g.First
 		}
-		if p := cmd.Ops[i].Partition; !f.g.Contains(p) {
-			return fmt.Errorf("%w: op %d names partition %d, outside the group's [%d, %d)", ErrBadCommand, i, p, f.g.First, f.g.End)
+		if p := cmd.Ops[i].Partition; !g.Contains(p) {
+			return fmt.Errorf("%w: op %d names partition %d, outside the group's [%d, %d)", ErrMoved, i, p, g.First, g.End)
 		}
 	}
 	return nil
 }
+
+// ErrMoved reports a command naming a partition its group does not hold (any more): it was
+// applied nowhere, and belongs to the group that holds the partition now.
+var ErrMoved = fmt.Errorf("%w: partition not in the group", ErrBadCommand)
 
 // StateHashes returns the applied index and, per partition of the group (First first), a
 // SHA-256 over its replicated state — its 'm' and 's' sections; the group's metadata is in
@@ -157,17 +207,18 @@ func (f *FSM) confine(cmd *Command) error {
 // Pebble snapshot would not be, across a Restore's excise). Two replicas at the same applied
 // index must return the same hashes; any difference is divergence.
 func (f *FSM) StateHashes() (applied uint64, sums [][32]byte, err error) {
-	lo, hi := snapshotBounds(f.g)
+	g := f.Group()
+	lo, hi := snapshotBounds(g)
 	it, err := f.s.db.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: hi})
 	if err != nil {
 		return 0, nil, err
 	}
-	hashes := make([]hash.Hash, f.g.End-f.g.First)
+	hashes := make([]hash.Hash, g.End-g.First)
 	for i := range hashes {
 		hashes[i] = sha256.New()
 	}
 	strip := len(lo) - 1
-	applyKey := metaKey(f.g.First, metaApplied)
+	applyKey := metaKey(g.First, metaApplied)
 	var frame []byte
 	for ok := it.First(); ok; ok = it.Next() {
 		v, err := it.ValueAndErr()
@@ -181,7 +232,7 @@ func (f *FSM) StateHashes() (applied uint64, sums [][32]byte, err error) {
 		p := binary.BigEndian.Uint32(it.Key()[1:5])
 		frame = AppendComponent(frame[:0], it.Key()[strip:])
 		frame = AppendComponent(frame, v)
-		hashes[p-f.g.First].Write(frame)
+		hashes[p-g.First].Write(frame)
 	}
 	if err := errors.Join(it.Error(), it.Close()); err != nil {
 		return 0, nil, err

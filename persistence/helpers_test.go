@@ -94,7 +94,7 @@ func dumpState(t testing.TB, s *Store, p uint32) string {
 // dumpFSM renders partition p's state plus the FSM's applied index and last time.
 func dumpFSM(t testing.TB, s *Store, f *FSM) string {
 	t.Helper()
-	return fmt.Sprintf("applied=%d time=%d\n%s", f.AppliedIndex(), f.LastTime(), dumpState(t, s, f.g.First))
+	return fmt.Sprintf("applied=%d time=%d\n%s", f.AppliedIndex(), f.LastTime(), dumpState(t, s, f.first))
 }
 
 func getValue(t testing.TB, s *Store, p uint32, k string) (string, bool) {

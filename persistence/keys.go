@@ -9,10 +9,13 @@ import (
 // Key layout. Every key a node stores lives in one Pebble DB:
 //
 //	'n' <name>                         node metadata (the partition and group counts)
+//	'n' "group/" <id u32>              a split-born group this node holds: first, end (u32s)
 //	'p' <partition u32> 'R' 'l' <index u64>   Raft log entry of the group it is first of
 //	'p' <partition u32> 'R' 's' <key>         Raft stable store of the group it is first of
 //	'p' <partition u32> 'm' <name>            FSM metadata of the group it is first of
-//	                                          (applied index, command time)
+//	                                          (applied index, command time; after a split,
+//	                                          the range end, and a split-born group's id
+//	                                          and birth configuration)
 //	'p' <partition u32> 's' <state key>       replicated state, laid out by the actors package
 //
 // Integers are big-endian so that byte order is numeric order. A group of partitions
@@ -37,6 +40,10 @@ const (
 var (
 	metaApplied     = []byte("applied")
 	metaTime        = []byte("time")
+	metaEnd         = []byte("end")   // the group's range end, once a split changed it
+	metaGroup       = []byte("group") // the id of a split-born group starting here
+	metaBirth       = []byte("birth") // a split-born group's birth configuration
+	nodeGroup       = []byte("group/")
 	nodeParts       = []byte("partitions")
 	nodeGroups      = []byte("groups")
 	nodeIncarnation = []byte("incarnation")

@@ -93,7 +93,7 @@ func keyName(i int) string { return fmt.Sprintf("key/%03d", i) }
 func stateString(s *Store, f *FSM) (string, error) {
 	var sb strings.Builder
 	fmt.Fprintf(&sb, "applied=%d time=%d\n", f.AppliedIndex(), f.LastTime())
-	err := s.Scan(f.g.First, nil, nil, false, func(k, v []byte) bool {
+	err := s.Scan(f.first, nil, nil, false, func(k, v []byte) bool {
 		fmt.Fprintf(&sb, "%q=%q\n", k, v)
 		return true
 	})

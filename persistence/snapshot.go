@@ -2,6 +2,7 @@ package persistence
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -43,11 +44,12 @@ var crcTable = crc32.MakeTable(crc32.Castagnoli)
 // and a plain snapshot's iterators see an excise made after it was taken (Persist would then
 // write the restored state, or nothing, under this snapshot's index).
 func (f *FSM) Snapshot() (raft.FSMSnapshot, error) {
+	g := f.Group()
 	if err := f.s.db.LogData(nil, pebble.Sync); err != nil {
-		return nil, fmt.Errorf("sync before snapshot of group %d: %w", f.g.ID, err)
+		return nil, fmt.Errorf("sync before snapshot of group %d: %w", g.ID, err)
 	}
-	lo, hi := snapshotBounds(f.g)
-	return &fsmSnapshot{snap: f.s.db.NewEventuallyFileOnlySnapshot([]pebble.KeyRange{{Start: lo, End: hi}}), g: f.g}, nil
+	lo, hi := snapshotBounds(g)
+	return &fsmSnapshot{snap: f.s.db.NewEventuallyFileOnlySnapshot([]pebble.KeyRange{{Start: lo, End: hi}}), g: g}, nil
 }
 
 type fsmSnapshot struct {
@@ -106,7 +108,9 @@ func (s *fsmSnapshot) write(w io.Writer) error {
 func (s *fsmSnapshot) Release() { _ = s.snap.Close() }
 
 // Restore replaces the group's state with the snapshot in rc, atomically, in bounded
-// memory. The keys (which the stream carries in order) are written to an sstable beside the
+// memory. A snapshot taken after a split carries the group's smaller range (its "end"
+// record, which the stream holds before any state): the group takes that range, and only it
+// is replaced, so the partitions the split gave away are left to the group that holds them. The keys (which the stream carries in order) are written to an sstable beside the
 // database; only once the stream's checksum has been verified is the sstable ingested with an
 // excise of the group's range: one atomic, durable step (a synced WAL record or a
 // manifest edit) that drops the old state and adds the new. A crash leaves either the old
@@ -115,50 +119,61 @@ func (s *fsmSnapshot) Release() { _ = s.snap.Close() }
 func (f *FSM) Restore(rc io.ReadCloser) error {
 	defer rc.Close()
 	start := time.Now()
-	keys, err := f.restore(rc)
+	keys, end, err := f.restore(rc)
 	if err != nil {
-		return fmt.Errorf("restore group %d: %w", f.g.ID, err)
+		return fmt.Errorf("restore group %d: %w", f.id, err)
 	}
+	f.end.Store(end)
 	if err := f.load(); err != nil {
 		return err
 	}
-	f.s.logger.Info("raft group restored from a snapshot", "group", f.g.ID, "applied_index", f.AppliedIndex(),
-		"keys", keys, "duration", time.Since(start).Round(time.Millisecond))
+	f.s.logger.Info("raft group restored from a snapshot", "group", f.id, "applied_index", f.AppliedIndex(),
+		"keys", keys, "partitions", fmt.Sprintf("[%d, %d)", f.first, end), "duration", time.Since(start).Round(time.Millisecond))
 	return nil
 }
 
-// restore writes the snapshot in r over the group's state and returns its key count.
-func (f *FSM) restore(r io.Reader) (int, error) {
-	lo, hi := snapshotBounds(f.g)
+// restore writes the snapshot in r over the group's state and returns its key count and
+// the range end it carries.
+func (f *FSM) restore(r io.Reader) (int, uint32, error) {
+	g := f.Group()
+	lo := partitionPrefix(g.First, sectionMeta)
 	fs := f.s.opts.FS
 	if err := fs.MkdirAll(restoreDir(f.s.dir), 0o755); err != nil {
-		return 0, err
+		return 0, 0, err
 	}
-	path := filepath.Join(restoreDir(f.s.dir), fmt.Sprintf("p%04d.sst", f.g.First))
+	path := filepath.Join(restoreDir(f.s.dir), fmt.Sprintf("p%04d.sst", g.First))
 	file, err := fs.Create(path, vfs.WriteCategoryUnspecified)
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	// A successful ingestion moves the file into the database, except an empty one, which it
 	// skips; on failure the file stays. Either way nothing may be left behind.
 	defer func() { _ = fs.Remove(path) }()
 	w := sstable.NewWriter(objstorageprovider.NewFileWritable(file), f.s.opts.MakeWriterOptions(numLevels-1, f.s.db.TableFormat()))
 	keys := 0
+	endKey := metaKey(g.First, metaEnd)
 	err = readSnapshot(r, lo[:len(lo)-1], func(key, v []byte) error {
-		if !inGroupState(key, f.g) {
+		if bytes.Equal(key, endKey) {
+			if len(v) != 4 || binary.BigEndian.Uint32(v) <= g.First || binary.BigEndian.Uint32(v) > f.end.Load() {
+				return fmt.Errorf("snapshot of the group's range up to %x, not inside its [%d, %d)", v, g.First, g.End)
+			}
+			g.End = binary.BigEndian.Uint32(v) // keys sort after it: they are checked against it
+		}
+		if !inGroupState(key, g) {
 			return fmt.Errorf("snapshot key %x outside the group's state", key)
 		}
 		keys++
 		return w.Set(key, v)
 	})
 	if err = errors.Join(err, w.Close()); err != nil { // Close syncs the file
-		return 0, err
+		return 0, 0, err
 	}
 	// An empty snapshot ingests nothing but still excises: the partition is emptied.
+	lo, hi := snapshotBounds(g)
 	if _, err := f.s.db.IngestAndExcise(context.Background(), []string{path}, nil, nil, pebble.KeyRange{Start: lo, End: hi}); err != nil {
-		return 0, fmt.Errorf("ingest: %w", err)
+		return 0, 0, fmt.Errorf("ingest: %w", err)
 	}
-	return keys, nil
+	return keys, g.End, nil
 }
 
 // inGroupState reports whether key is in the 'm' or 's' section of one of g's partitions.

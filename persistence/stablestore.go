@@ -24,6 +24,9 @@ func (s *Store) StableStore(p uint32) *StableStore { return &StableStore{s: s, p
 // errNotFound carries the exact text hashicorp/raft compares against for a missing key.
 var errNotFound = errors.New("not found")
 
+// IsNotFound reports whether err is a stable store's "not found".
+func IsNotFound(err error) bool { return errors.Is(err, errNotFound) }
+
 // Set stores a value.
 func (st *StableStore) Set(key, val []byte) error {
 	if err := st.s.db.Set(stableKey(st.p, key), val, pebble.Sync); err != nil {
