@@ -337,7 +337,7 @@ func (a *activation) stage(ctx *Context, reply func(error)) {
 			reply(nil) // the writes it read have committed
 		}
 	default:
-		a.part.grp.reads.wait(reply)
+		a.part.grp.Load().reads.wait(reply)
 	}
 }
 
@@ -363,7 +363,7 @@ func (a *activation) maybePropose(c actor.Context) {
 	a.pending, a.inflight = nil, b
 	b.proposed = time.Now()
 	self, root := c.Self(), a.rt.system.Root
-	a.part.grp.proposer.submit(a.part, b, a.epoch, func(err error) {
+	a.part.grp.Load().proposer.submit(a.part, b, a.epoch, func(err error) {
 		b.err = err
 		b.finished.Store(true)
 		if err == nil {

@@ -13,30 +13,62 @@ import (
 // is the group's, so all of its partitions gain and lose it together, and one Barrier per
 // gain readies all of them, however many there are.
 type group struct {
-	span  persistence.Group // its id and the partitions whose log it is
-	rt    *Runtime
-	parts []*partition
+	// span is the group's id and the range it was created with (a group a split created
+	// may be known by its id alone, when its leadership was reported first); a split shrinks
+	// a group's range, so the partitions it holds now are parts.
+	span persistence.Group
+	rt   *Runtime
 
 	// mu serializes the group's leadership transitions: each notification, the opening of
-	// the partitions after the Barrier, and shutdown each apply to every partition under it,
-	// so the partitions always reflect the same, latest, notification. Lock order: mu, then
-	// a partition's mu.
-	mu  sync.Mutex
-	gen uint64 // counts leadership notifications and Close, to drop stale barrier results
+	// the partitions after the Barrier, shutdown, and the partitions moving in and out
+	// (Runtime.Regroup) each apply to every partition under it, so the partitions always
+	// reflect the same, latest, notification. Lock order: mu, then a partition's mu.
+	mu     sync.Mutex
+	parts  []*partition
+	gen    uint64 // counts leadership notifications and Close, to drop stale barrier results
+	leader bool   // the latest notification
+	ready  bool   // the partitions opened after the latest gain's Barrier
 
 	proposer proposer
 	reads    readGate
 }
 
-func newGroup(rt *Runtime, span persistence.Group, parts []*partition) *group {
-	g := &group{span: span, rt: rt, parts: parts}
+func newGroup(rt *Runtime, span persistence.Group) *group {
+	g := &group{span: span, rt: rt}
 	g.proposer.grp = g
 	g.proposer.changed = sync.NewCond(&g.proposer.mu)
 	g.reads.grp = g
-	for _, p := range parts {
-		p.grp = g
-	}
 	return g
+}
+
+// release takes partition p out of the group: its activations stop, and calls are refused
+// (NotApplied) until the group it moves to takes it.
+func (g *group) release(p *partition) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	p.setLeader(false)
+	for i, q := range g.parts {
+		if q == p {
+			g.parts = append(g.parts[:i], g.parts[i+1:]...)
+			break
+		}
+	}
+}
+
+// take makes p one of the group's partitions, in the state of the group's latest
+// notification: open if the group is led here and ready, waiting for the Barrier if led,
+// refusing calls otherwise.
+func (g *group) take(p *partition) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.parts = append(g.parts, p)
+	p.grp.Store(g)
+	if g.leader {
+		p.setLeader(true)
+	}
+	if g.ready {
+		p.open(g.rt.repl.LastTime(g.span.ID))
+	}
 }
 
 // setLeader records a leadership change reported by the replicator. Either way every
@@ -45,6 +77,7 @@ func (g *group) setLeader(leader bool) {
 	g.mu.Lock()
 	g.gen++
 	gen := g.gen
+	g.leader, g.ready = leader, false
 	for _, p := range g.parts {
 		p.setLeader(leader)
 	}
@@ -90,6 +123,7 @@ func (g *group) open(gen uint64) {
 	if g.gen != gen {
 		return // leadership changed meanwhile; a newer notification decides
 	}
+	g.ready = true
 	last := g.rt.repl.LastTime(g.span.ID)
 	for _, p := range g.parts {
 		p.open(last)
@@ -101,6 +135,7 @@ func (g *group) close() {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.gen++
+	g.leader, g.ready = false, false
 	for _, p := range g.parts {
 		p.close()
 	}

@@ -154,3 +154,55 @@ func TestLossDuringTheBarrierWins(t *testing.T) {
 		t.Fatalf("incr after regaining = %s, want 1 (the refused calls wrote nothing)", v)
 	}
 }
+
+// A split moves partitions to the group it creates: they stop on this node at once and
+// refuse calls (not applied: the router sends them where they are led) until the new group
+// is led here and its Barrier passed; then they serve with the state they had. The
+// partitions the old group keeps go on serving throughout.
+func TestPartitionsMoveToTheSplitGroup(t *testing.T) {
+	rt, b := newBigGroup(t)
+	ids := idsPerPartition()
+	rt.SetLeader(0, true)
+	actortest.WaitReady(t, rt, bigGroup)
+	for _, id := range ids {
+		actortest.MustCall(t, rt, testkinds.CounterKind, id, "incr", nil)
+	}
+	const at = bigGroup / 2
+	spans, err := b.Split(0, at)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt.Regroup(spans)
+	child := persistence.SplitID(at, 1)
+	for p, id := range ids {
+		_, err := rt.Call(context.Background(), testkinds.CounterKind, id, actors.Request{Method: "incr"})
+		switch {
+		case p < at && err != nil:
+			t.Fatalf("partition %d, which stays, after the split: %v", p, err)
+		case p >= at && !errors.Is(err, actors.ErrNotApplied):
+			t.Fatalf("partition %d, which moved, before its new group is led here: %v, want ErrNotApplied", p, err)
+		}
+	}
+	rt.SetLeader(child, true)
+	actortest.WaitReady(t, rt, bigGroup)
+	if n := b.count(child); n != 1 {
+		t.Fatalf("%d Barrier calls of the new group, want 1", n)
+	}
+	for p, id := range ids {
+		want := "2"
+		if p < at {
+			want = "3"
+		}
+		if v := string(actortest.MustCall(t, rt, testkinds.CounterKind, id, "incr", nil)); v != want {
+			t.Fatalf("partition %d: incr = %s, want %s", p, v, want)
+		}
+	}
+	// The groups lead apart: losing the old one leaves the moved partitions serving.
+	rt.SetLeader(0, false)
+	if _, err := rt.Call(context.Background(), testkinds.CounterKind, ids[0], actors.Request{Method: "incr"}); !errors.Is(err, actors.ErrNotApplied) {
+		t.Fatalf("a partition of the old group after it lost the leadership: %v", err)
+	}
+	if v := string(actortest.MustCall(t, rt, testkinds.CounterKind, ids[at], "incr", nil)); v != "3" {
+		t.Fatalf("a moved partition after the old group lost the leadership: incr = %s, want 3", v)
+	}
+}

@@ -35,7 +35,9 @@ type partition struct {
 	acts    map[actKey]*actRef
 	sched   *scheduler
 
-	grp *group // the Raft group whose log holds this partition
+	// grp is the Raft group whose log holds this partition here; a split moves it to
+	// another (Runtime.Regroup).
+	grp atomic.Pointer[group]
 }
 
 type actKey struct{ kind, id string }

@@ -34,26 +34,60 @@ type Replicator interface {
 type Future = interface{ Error() error }
 
 // MemReplicator applies proposals directly to the groups' FSMs on a real Store, in order,
-// without Raft. It is for tests of the runtime; FailProposals injects commit failures.
+// without Raft. It is for tests of the runtime; FailProposals injects commit failures, Split
+// splits a group.
 type MemReplicator struct {
 	mu    sync.Mutex
-	fsms  []*persistence.FSM
-	index []uint64
+	store *persistence.Store
+	fsms  map[uint32]*persistence.FSM
+	index map[uint32]uint64
 	fail  func(g uint32) error
 }
 
 // NewMemReplicator returns a replicator over the groups of layout, on store.
 func NewMemReplicator(store *persistence.Store, layout persistence.Layout) (*MemReplicator, error) {
-	n := layout.Count()
-	m := &MemReplicator{fsms: make([]*persistence.FSM, n), index: make([]uint64, n)}
-	for g := range n {
-		f, err := store.FSM(layout.Group(uint32(g)))
-		if err != nil {
+	m := &MemReplicator{store: store, fsms: map[uint32]*persistence.FSM{}, index: map[uint32]uint64{}}
+	for g := range uint32(layout.Count()) {
+		if err := m.add(layout.Group(g)); err != nil {
 			return nil, err
 		}
-		m.fsms[g], m.index[g] = f, f.AppliedIndex()
 	}
 	return m, nil
+}
+
+func (m *MemReplicator) add(g persistence.Group) error {
+	f, err := m.store.FSM(g)
+	if err != nil {
+		return err
+	}
+	m.fsms[g.ID], m.index[g.ID] = f, f.AppliedIndex()
+	return nil
+}
+
+// Split applies a split of group g at partition at, as its log would, and starts the group
+// it creates. It returns every group's range after it (for Runtime.Regroup).
+func (m *MemReplicator) Split(g, at uint32) ([]persistence.Group, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	id, err := m.store.NextSplitID(at)
+	if err != nil {
+		return nil, err
+	}
+	f := m.fsms[g]
+	end := f.Group().End
+	m.index[g]++
+	entry := persistence.EncodeSplit(nil, f.LastTime(), persistence.Split{At: at, Child: id})
+	if err, ok := f.ApplyBatch([]*raft.Log{{Index: m.index[g], Type: raft.LogCommand, Data: entry}})[0].(error); ok {
+		return nil, err
+	}
+	if err := m.add(persistence.Group{ID: id, First: at, End: end}); err != nil {
+		return nil, err
+	}
+	var spans []persistence.Group
+	for _, f := range m.fsms {
+		spans = append(spans, f.Group())
+	}
+	return spans, nil
 }
 
 // FailProposals makes every later proposal to a group fail with the error fn returns (nil

@@ -6,10 +6,12 @@
 package actors
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -56,9 +58,11 @@ type Runtime struct {
 	logger  *slog.Logger
 	metrics *metrics
 	kinds   map[string]*kindEntry
-	layout  persistence.Layout
 	parts   []*partition
-	groups  []*group
+	// groupsMu guards groups: the Raft groups this node knows, by id (Regroup adds those
+	// splits create).
+	groupsMu sync.RWMutex
+	groups   map[uint32]*group
 	// dispatcher runs the activations' mailboxes on reused goroutines.
 	dispatcher *dispatcher
 	// live counts activations spawned and not yet stopped, so Close can wait for them.
@@ -123,7 +127,7 @@ func New(opts Options, kinds ...Kind) (*Runtime, error) {
 		return nil, fmt.Errorf("actors: register metrics: %w", err)
 	}
 	r := &Runtime{opts: opts, store: opts.Store, repl: opts.Replicator, system: opts.System,
-		logger: opts.Logger, metrics: m, kinds: map[string]*kindEntry{}, layout: layout, dispatcher: newDispatcher(256),
+		logger: opts.Logger, metrics: m, kinds: map[string]*kindEntry{}, groups: map[uint32]*group{}, dispatcher: newDispatcher(256),
 		effectSlots: make(chan struct{}, opts.MaxEffects)}
 	for _, k := range kinds {
 		if err := k.validate(); err != nil {
@@ -137,11 +141,68 @@ func New(opts Options, kinds ...Kind) (*Runtime, error) {
 	for p := range opts.Partitions {
 		r.parts = append(r.parts, newPartition(r, uint32(p)))
 	}
-	for g := range uint32(layout.Count()) {
-		gr := layout.Group(g)
-		r.groups = append(r.groups, newGroup(r, gr, r.parts[gr.First:gr.End]))
+	spans := make([]persistence.Group, layout.Count())
+	for g := range spans {
+		spans[g] = layout.Group(uint32(g))
 	}
+	r.Regroup(spans)
 	return r, nil
+}
+
+// group returns the runtime's state for Raft group id, created on first use.
+func (r *Runtime) group(id uint32, span persistence.Group) *group {
+	r.groupsMu.RLock()
+	g := r.groups[id]
+	r.groupsMu.RUnlock()
+	if g != nil {
+		return g
+	}
+	r.groupsMu.Lock()
+	defer r.groupsMu.Unlock()
+	if g = r.groups[id]; g == nil {
+		g = newGroup(r, span)
+		r.groups[id] = g
+	}
+	return g
+}
+
+// allGroups returns every group the runtime knows.
+func (r *Runtime) allGroups() []*group {
+	r.groupsMu.RLock()
+	defer r.groupsMu.RUnlock()
+	out := make([]*group, 0, len(r.groups))
+	for _, g := range r.groups {
+		out = append(out, g)
+	}
+	return out
+}
+
+// Regroup gives each partition to the Raft group that holds it on this node, as spans (each
+// group's id and range) say: where ranges overlap — a group lagging behind a split, and the
+// group the split created — the one starting later holds it. A partition that moves stops
+// on this node at once; calls for it are refused (ErrNotApplied, so they go where it is now
+// led) until its new group is led here and its Barrier passed. Partitions no span covers
+// stay where they are. Calls for one group must not overlap (cluster.Host makes them from
+// the applying group's FSM goroutine, before the group a split created can report a leader).
+func (r *Runtime) Regroup(spans []persistence.Group) {
+	spans = slices.Clone(spans)
+	slices.SortFunc(spans, func(a, b persistence.Group) int { return cmp.Compare(a.First, b.First) })
+	owner := make([]*group, len(r.parts))
+	for _, s := range spans {
+		g := r.group(s.ID, s)
+		for p := s.First; p < s.End && int(p) < len(owner); p++ {
+			owner[p] = g
+		}
+	}
+	for p, g := range owner {
+		part := r.parts[p]
+		if from := part.grp.Load(); g != nil && from != g {
+			if from != nil {
+				from.release(part)
+			}
+			g.take(part)
+		}
+	}
 }
 
 // SetLeader tells the runtime that this node gained or lost the leadership of Raft group g,
@@ -151,10 +212,7 @@ func New(opts Options, kinds ...Kind) (*Runtime, error) {
 // fail with ErrNotApplied until the leadership returns. Calls for one group must come in the
 // order of the changes (cluster.Host makes them from one goroutine per group).
 func (r *Runtime) SetLeader(g uint32, leader bool) {
-	if int(g) >= len(r.groups) {
-		return // born by a split: its partitions are not served from it yet
-	}
-	r.groups[g].setLeader(leader)
+	r.group(g, persistence.Group{ID: g}).setLeader(leader)
 }
 
 // Ready reports whether partition p accepts messages on this node.
@@ -220,7 +278,7 @@ func (r *Runtime) Call(ctx context.Context, kind, id string, req Request) ([]byt
 // 10 s) until no handler or effect function runs any more, so that storage can be closed after
 // it. Pending replies fail with ErrUnavailable.
 func (r *Runtime) Close() {
-	for _, g := range r.groups {
+	for _, g := range r.allGroups() {
 		g.close()
 	}
 	stopped := make(chan struct{})
@@ -231,7 +289,7 @@ func (r *Runtime) Close() {
 		r.effectWorkers.Wait()
 		// Nor does any batch get submitted: once the commands in flight end, nothing reaches
 		// the replicator (and the store under it, which the caller may close next).
-		for _, g := range r.groups {
+		for _, g := range r.allGroups() {
 			g.proposer.waitIdle()
 		}
 		close(stopped)

@@ -234,3 +234,54 @@ func DecideBalance(s BalanceSituation) (g uint32, a Action, ok bool) {
 	}
 	return 0, Action{}, false
 }
+
+// SplitSituation is what a node knows when it decides whether to split a group it leads.
+type SplitSituation struct {
+	Partitions int // P
+	// Groups are the cluster's groups as this node knows them (each once, with its range).
+	Groups []persistence.Group
+	// Led are the groups this node leads, with their configurations.
+	Led []GroupInfo
+	// Nodes counts the live members that are not retiring.
+	Nodes int
+	// Capable is false while any live member runs a release that cannot apply a split: it
+	// would refuse the entry its group's other replicas apply, and diverge.
+	Capable bool
+	// PerNode is the number of groups per node the cluster aims for.
+	PerNode int
+}
+
+// DecideSplit decides whether this node splits a group it leads: while the cluster has fewer
+// groups than PerNode per node (at most P), the group with the most partitions (the lowest
+// first partition among equals) is cut in the middle, by its leader, once its configuration
+// is settled (voters only: no replica on its way in). Every node computes the same group from
+// the same view, so one split happens at a time, and the next is decided once gossip shows
+// the result. ok is false when no split is due here.
+func DecideSplit(s SplitSituation) (g, at uint32, reason string, ok bool) {
+	target := min(s.Partitions, s.PerNode*s.Nodes)
+	if !s.Capable || len(s.Groups) >= target {
+		return 0, 0, "", false
+	}
+	var big persistence.Group
+	for _, gr := range s.Groups {
+		if n, b := gr.End-gr.First, big.End-big.First; n > b || (n == b && gr.First < big.First) {
+			big = gr
+		}
+	}
+	if big.End-big.First < 2 {
+		return 0, 0, "", false
+	}
+	for _, in := range s.Led {
+		if in.ID != big.ID || in.First != big.First || in.End != big.End {
+			continue
+		}
+		for _, sv := range in.Servers {
+			if sv.Suffrage != raft.Voter {
+				return 0, 0, "", false
+			}
+		}
+		return big.ID, big.First + (big.End-big.First)/2,
+			fmt.Sprintf("%d groups for %d nodes, fewer than %d; this is the largest", len(s.Groups), s.Nodes, target), true
+	}
+	return 0, 0, "", false
+}

@@ -25,6 +25,10 @@ import (
 //	leading: a@1=7 b@1=5 c@1=4                live members and how many groups each leads
 //	led: 0=a@1,b@1,c@1 3=a@1,b@1 …            groups led here and their voters
 //	unfit: b@1=disk-low c@1=retiring …        members that must not lead, and why
+//
+//	split partitions=16 nodes=6 [per-node=1] [incapable]
+//	groups: 0=0-5 1=5-10 …                    the cluster's groups: id=first-end
+//	led: 1=5-10 …                             groups led here: id=first-end[,nonvoter]
 func TestDecide(t *testing.T) {
 	datadriven.RunTest(t, "testdata/decide", func(t *testing.T, td *datadriven.TestData) string {
 		if td.Cmd != "decide" {
@@ -113,6 +117,40 @@ func TestDecideBalance(t *testing.T) {
 			return "none\n"
 		}
 		return fmt.Sprintf("group %d: %s (to %s)\n", p, a, a.Address)
+	})
+}
+
+func TestDecideSplit(t *testing.T) {
+	datadriven.RunTest(t, "testdata/split", func(t *testing.T, td *datadriven.TestData) string {
+		s := SplitSituation{PerNode: 1, Capable: !td.HasArg("incapable")}
+		td.ScanArgs(t, "partitions", &s.Partitions)
+		td.ScanArgs(t, "nodes", &s.Nodes)
+		td.MaybeScanArgs(t, "per-node", &s.PerNode)
+		span := func(id, r string) persistence.Group {
+			g, _ := strconv.ParseUint(id, 0, 32)
+			first, end, _ := strings.Cut(r, "-")
+			f, _ := strconv.Atoi(first)
+			e, _ := strconv.Atoi(end)
+			return persistence.Group{ID: uint32(g), First: uint32(f), End: uint32(e)}
+		}
+		lines := parseLines(t, td.Input)
+		for _, kv := range lines["groups"] {
+			s.Groups = append(s.Groups, span(kv[0], kv[1]))
+		}
+		for _, kv := range lines["led"] {
+			r, extra, _ := strings.Cut(kv[1], ",")
+			g := span(kv[0], r)
+			in := GroupInfo{ID: g.ID, First: g.First, End: g.End, Servers: []raft.Server{{ID: "a@1", Suffrage: raft.Voter}}}
+			if extra == "nonvoter" {
+				in.Servers = append(in.Servers, raft.Server{ID: "b@1", Suffrage: raft.Nonvoter})
+			}
+			s.Led = append(s.Led, in)
+		}
+		g, at, why, ok := DecideSplit(s)
+		if !ok {
+			return "none\n"
+		}
+		return fmt.Sprintf("split %#x at %d: %s\n", g, at, why)
 	})
 }
 

@@ -1,12 +1,15 @@
 package cluster
 
 import (
+	"cmp"
 	"encoding/json"
 	"log/slog"
 	"reflect"
+	"slices"
 	"sort"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -23,7 +26,11 @@ import (
 
 // record is what a group's leader gossips about it.
 type record struct {
-	G         uint32            `json:"p"` // the group (named p when each group was one partition)
+	G uint32 `json:"p"` // the group (named p when each group was one partition)
+	// First and End are the group's partitions [First, End); both 0 in records of releases
+	// that predate splits, where the layout gives the range.
+	First     uint32            `json:"f,omitempty"`
+	End       uint32            `json:"e,omitempty"`
 	Term      uint64            `json:"t"`
 	Leader    string            `json:"l"` // server id
 	Voters    []string          `json:"v"`
@@ -42,7 +49,9 @@ func (r record) newer(old record) bool {
 type localRaft interface {
 	ServerID() string
 	Layout() persistence.Layout
-	Groups() int
+	Spans() []persistence.Group
+	WatchSpans(fn func())
+	EnsureGroup(g persistence.Group) error
 	Info(g uint32) GroupInfo
 	Leader(g uint32) string
 	IsLeader(g uint32) bool
@@ -76,6 +85,12 @@ type Directory struct {
 	mu      sync.Mutex
 	records map[uint32]record // the newest record heard of each group
 	sent    map[uint32]sentRecord
+	// table maps each partition to the group that holds it, from this node's groups and the
+	// records' ranges: where ranges overlap, the group that starts later, which a split made
+	// from the other. Rebuilt (under mu) when a range changes.
+	table atomic.Pointer[[]uint32]
+	// ensuring holds the groups a record named that this node is opening an instance of.
+	ensuring map[uint32]bool
 }
 
 type sentRecord struct {
@@ -88,8 +103,64 @@ func NewDirectory(cfg DirectoryConfig) *Directory {
 	if cfg.RefreshInterval <= 0 {
 		cfg.RefreshInterval = 5 * time.Second
 	}
-	return &Directory{cfg: cfg, layout: cfg.Host.Layout(), stop: make(chan struct{}), done: make(chan struct{}),
-		records: map[uint32]record{}, sent: map[uint32]sentRecord{}}
+	d := &Directory{cfg: cfg, layout: cfg.Host.Layout(), stop: make(chan struct{}), done: make(chan struct{}),
+		records: map[uint32]record{}, sent: map[uint32]sentRecord{}, ensuring: map[uint32]bool{}}
+	d.rebuild()
+	cfg.Host.WatchSpans(func() {
+		d.mu.Lock()
+		defer d.mu.Unlock()
+		d.rebuild()
+	})
+	return d
+}
+
+// rebuild remakes the table; d.mu is held (or d is not shared yet).
+func (d *Directory) rebuild() {
+	spans := d.cfg.Host.Spans()
+	for _, r := range d.records {
+		if g, ok := d.span(r); ok {
+			spans = append(spans, g)
+		}
+	}
+	slices.SortStableFunc(spans, func(a, b persistence.Group) int { return cmp.Compare(a.First, b.First) })
+	table := make([]uint32, d.layout.Partitions)
+	for _, g := range spans {
+		for p := g.First; p < g.End && int(p) < len(table); p++ {
+			table[p] = g.ID
+		}
+	}
+	d.table.Store(&table)
+}
+
+// span is the range a record gives its group: its own, or the layout's for a record of a
+// release that predates splits; ok is false for a group of no known range.
+func (d *Directory) span(r record) (persistence.Group, bool) {
+	if r.End > r.First {
+		return persistence.Group{ID: r.G, First: r.First, End: r.End}, true
+	}
+	if r.G>>31 == 0 && int(r.G) < d.layout.Count() {
+		return d.layout.Group(r.G), true
+	}
+	return persistence.Group{}, false
+}
+
+// groups returns every group this node knows: its own and those records name.
+func (d *Directory) groups() []uint32 {
+	seen := map[uint32]bool{}
+	var out []uint32
+	for _, g := range d.cfg.Host.Spans() {
+		seen[g.ID] = true
+		out = append(out, g.ID)
+	}
+	d.mu.Lock()
+	for id := range d.records {
+		if !seen[id] {
+			out = append(out, id)
+		}
+	}
+	d.mu.Unlock()
+	slices.Sort(out)
+	return out
 }
 
 // Start gossips the records of the groups led here until Stop.
@@ -118,7 +189,8 @@ func (d *Directory) Stop() {
 // publish broadcasts the record of each group led here that changed, or was last sent
 // RefreshInterval ago.
 func (d *Directory) publish(now time.Time) {
-	for g := range uint32(d.cfg.Host.Groups()) {
+	for _, span := range d.cfg.Host.Spans() {
+		g := span.ID
 		if !d.cfg.Host.IsLeader(g) {
 			continue
 		}
@@ -150,7 +222,7 @@ func sameShape(a, b record) bool {
 }
 
 func recordOf(in GroupInfo) record {
-	rec := record{G: in.ID, Term: in.Term, Leader: in.Leader, Applied: in.Applied, LastIndex: in.LastIndex}
+	rec := record{G: in.ID, First: in.First, End: in.End, Term: in.Term, Leader: in.Leader, Applied: in.Applied, LastIndex: in.LastIndex}
 	for _, s := range in.Servers {
 		if s.Suffrage == raft.Voter {
 			rec.Voters = append(rec.Voters, string(s.ID))
@@ -170,14 +242,34 @@ func recordOf(in GroupInfo) record {
 	return rec
 }
 
+// merge keeps rec if it is the newest of its group. A record of a group this node has no
+// instance of (a split made it elsewhere) opens one, which the group's leader adds as its
+// placement wants.
 func (d *Directory) merge(rec record) {
-	if int(rec.G) >= d.cfg.Host.Groups() {
-		return
+	span, ok := d.span(rec)
+	if !ok {
+		return // a group of another layout, or garbage
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if old, ok := d.records[rec.G]; !ok || rec.newer(old) {
-		d.records[rec.G] = rec
+	old, had := d.records[rec.G]
+	if had && !rec.newer(old) {
+		return
+	}
+	d.records[rec.G] = rec
+	if !had || old.First != rec.First || old.End != rec.End {
+		d.rebuild()
+	}
+	if rec.G>>31 != 0 && !d.ensuring[rec.G] && !slices.ContainsFunc(d.cfg.Host.Spans(), func(g persistence.Group) bool { return g.ID == rec.G }) {
+		d.ensuring[rec.G] = true
+		go func() {
+			if err := d.cfg.Host.EnsureGroup(span); err != nil {
+				d.cfg.Logger.Warn("cannot open an instance of a raft group a split made", "group", groupName(rec.G), "error", err)
+				d.mu.Lock()
+				delete(d.ensuring, rec.G)
+				d.mu.Unlock()
+			}
+		}()
 	}
 }
 
@@ -218,22 +310,26 @@ func (d *Directory) MergeState(buf []byte) {
 // Partitions is P.
 func (d *Directory) Partitions() int { return d.layout.Partitions }
 
-// Group is the Raft group whose log holds partition p.
-func (d *Directory) Group(p uint32) uint32 { return d.layout.Of(p) }
+// Group is the Raft group whose log holds partition p, as this node knows it.
+func (d *Directory) Group(p uint32) uint32 {
+	table := *d.table.Load()
+	if int(p) >= len(table) {
+		return 0
+	}
+	return table[p]
+}
 
 // IsLeader reports whether this node leads partition p (its group).
-func (d *Directory) IsLeader(p uint32) bool { return d.cfg.Host.IsLeader(d.layout.Of(p)) }
+func (d *Directory) IsLeader(p uint32) bool { return d.cfg.Host.IsLeader(d.Group(p)) }
 
 // WatchLeaders passes on this node's Raft observations of leader changes (see Host), for
 // each partition of the group that changed.
 func (d *Directory) WatchLeaders(fn func(p uint32, leader string)) {
 	d.cfg.Host.WatchLeaders(func(g uint32, leader string) {
-		if int(g) >= d.layout.Count() {
-			return // born by a split: not routed to yet
-		}
-		gr := d.layout.Group(g)
-		for p := gr.First; p < gr.End; p++ {
-			fn(p, leader)
+		for p, held := range *d.table.Load() {
+			if held == g {
+				fn(uint32(p), leader)
+			}
 		}
 	})
 }
@@ -242,7 +338,7 @@ func (d *Directory) WatchLeaders(fn func(p uint32, leader string)) {
 // Raft instance of p's group if that knows one, else from the gossiped record while its
 // leader is a live member; "" if neither.
 func (d *Directory) Leader(p uint32) string {
-	g := d.layout.Of(p)
+	g := d.Group(p)
 	if l := d.cfg.Host.Leader(g); l != "" {
 		return l
 	}
@@ -257,9 +353,9 @@ func (d *Directory) Leader(p uint32) string {
 // Raft instance's, or the gossiped record's when that is further on (a node removed from a
 // group never hears of its removal from Raft: the leader stops replicating to it first).
 func (d *Directory) Configurations() []GroupConfig {
-	out := make([]GroupConfig, d.cfg.Host.Groups())
-	for i := range out {
-		g := uint32(i)
+	ids := d.groups()
+	out := make([]GroupConfig, len(ids))
+	for i, g := range ids {
 		in := d.cfg.Host.Info(g)
 		out[i] = GroupConfig{ID: g, Servers: in.Servers}
 		rec, ok := d.record(g)
@@ -318,15 +414,15 @@ func (d *Directory) Status() []PartitionStatus {
 	groups := d.groupStatus()
 	out := make([]PartitionStatus, d.layout.Partitions)
 	for i := range out {
-		st := groups[d.layout.Of(uint32(i))]
+		st := groups[d.Group(uint32(i))]
 		st.ID = uint32(i)
 		out[i] = st
 	}
 	return out
 }
 
-// groupStatus describes every group as this node knows it, ID set to the group.
-func (d *Directory) groupStatus() []PartitionStatus {
+// groupStatus describes every group as this node knows it, by group, ID set to the group.
+func (d *Directory) groupStatus() map[uint32]PartitionStatus {
 	members := d.cfg.Members.Members()
 	size := 0 // the cluster's size: members that did not leave (a failed one is still missed)
 	for _, m := range members {
@@ -334,9 +430,8 @@ func (d *Directory) groupStatus() []PartitionStatus {
 			size++
 		}
 	}
-	out := make([]PartitionStatus, d.cfg.Host.Groups())
-	for i := range out {
-		g := uint32(i)
+	out := map[uint32]PartitionStatus{}
+	for _, g := range d.groups() {
 		in := d.cfg.Host.Info(g)
 		rec, haveRec := d.record(g)
 		st := PartitionStatus{ID: g, Group: g, Replicas: []string{}, Voters: []string{}, NonVoters: []string{}}
@@ -380,7 +475,7 @@ func (d *Directory) groupStatus() []PartitionStatus {
 		st.Replicas = append(append(st.Replicas, st.Voters...), st.NonVoters...)
 		sort.Strings(st.Replicas)
 		st.UnderReplicated = liveVoters < min(d.cfg.Replicas, size)
-		out[i] = st
+		out[g] = st
 	}
 	return out
 }

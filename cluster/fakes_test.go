@@ -3,6 +3,7 @@ package cluster
 import (
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/hashicorp/raft"
 	"github.com/shardkeeper/shardkeeper/persistence"
@@ -20,7 +21,22 @@ type fakeRaft struct {
 }
 
 func (f *fakeRaft) ServerID() string { return f.self }
-func (f *fakeRaft) Groups() int      { return len(f.parts) }
+func (f *fakeRaft) Spans() []persistence.Group {
+	l := f.Layout()
+	out := make([]persistence.Group, len(f.parts))
+	for i := range out {
+		out[i] = l.Group(uint32(i))
+	}
+	return out
+}
+func (f *fakeRaft) WatchSpans(func()) {}
+func (f *fakeRaft) Split(g, at uint32, _ time.Duration) (persistence.Group, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.changes = append(f.changes, fmt.Sprintf("%d split at %d", g, at))
+	return persistence.Group{}, nil
+}
+func (f *fakeRaft) EnsureGroup(g persistence.Group) error { return nil }
 func (f *fakeRaft) Layout() persistence.Layout {
 	if f.layout.Partitions == 0 {
 		return persistence.Layout{Partitions: len(f.parts)}

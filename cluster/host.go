@@ -72,9 +72,17 @@ type Host struct {
 	stop chan struct{}
 	wg   sync.WaitGroup
 
-	// mu guards groups, which only grows (a group opens once and stays until Close).
+	// mu guards groups, which only grows (a group opens once and stays until Close), and
+	// spans.
 	mu     sync.RWMutex
 	groups map[uint32]*group
+	// spans is each group's range as this node knows it: its FSM's, or, for a group about
+	// to open, the recorded one. owners is the map it makes (see rebuildOwners).
+	spans  map[uint32]persistence.Group
+	owners atomic.Pointer[[]uint32]
+
+	spanMu       sync.Mutex
+	spanWatchers []func()
 
 	started      sync.Once
 	onLeadership func(g uint32, leader bool)
@@ -115,6 +123,13 @@ func NewHost(cfg HostConfig) (*Host, error) {
 		h.Close()
 		return nil, err
 	}
+	// Every range is known before any group starts applying: a lagging group must already
+	// leave alone the partitions a later-born one holds here.
+	h.spans = map[uint32]persistence.Group{}
+	for _, pg := range spans {
+		h.spans[pg.ID] = pg
+	}
+	h.rebuildOwners()
 	for _, pg := range spans {
 		if _, err := h.open(pg); err != nil {
 			h.Close()
@@ -125,8 +140,14 @@ func NewHost(cfg HostConfig) (*Host, error) {
 }
 
 // open starts group pg's Raft here, unless it runs already, and reports its leadership
-// from then on if Start was called.
+// from then on if Start was called. The watchers of ranges hear of a group new here.
 func (h *Host) open(pg persistence.Group) (*group, error) {
+	added := false
+	defer func() {
+		if added {
+			h.spansChanged()
+		}
+	}()
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if g, ok := h.groups[pg.ID]; ok {
@@ -136,6 +157,11 @@ func (h *Host) open(pg persistence.Group) (*group, error) {
 	case <-h.stop:
 		return nil, raft.ErrRaftShutdown
 	default:
+	}
+	if _, ok := h.spans[pg.ID]; !ok {
+		h.spans[pg.ID] = pg
+		h.rebuildOwners()
+		added = true
 	}
 	g, err := h.openGroup(pg, h.addr, h.hlog.With("group", groupName(pg.ID)))
 	if err != nil {
@@ -227,6 +253,8 @@ func (h *Host) openGroup(pg persistence.Group, advertise string, hlog hclog.Logg
 		return nil, err
 	}
 	fsm.OnSplit(h.born)
+	fsm.OnRestore(h.restored)
+	fsm.SetOwner(func(p uint32) bool { return h.Owner(p) == pg.ID })
 	logs, stable := h.cfg.Store.LogStore(pg.First), h.cfg.Store.StableStore(pg.First)
 	dir := fmt.Sprintf("p%04d", pg.First)
 	if pg.ID>>31 != 0 {
@@ -467,6 +495,8 @@ func (h *Host) StateHashes(g uint32) (uint64, [][32]byte, error) {
 // GroupInfo is group g as this node's Raft instance knows it.
 type GroupInfo struct {
 	ID uint32
+	// First and End are the group's partitions [First, End), as applied here.
+	First, End uint32
 	// Replica is true when this node is in the group's latest configuration.
 	Replica bool
 	// Leader is the leader's server id, "" when this instance knows none.
@@ -488,7 +518,8 @@ func (h *Host) Info(id uint32) GroupInfo {
 		return GroupInfo{ID: id}
 	}
 	_, leader := g.raft.LeaderWithID()
-	in := GroupInfo{ID: id, Leader: string(leader), Term: g.raft.CurrentTerm(), Applied: g.fsm.AppliedIndex(),
+	span := g.fsm.Group()
+	in := GroupInfo{ID: id, First: span.First, End: span.End, Leader: string(leader), Term: g.raft.CurrentTerm(), Applied: g.fsm.AppliedIndex(),
 		Commit: g.raft.CommitIndex(), LastIndex: g.raft.LastIndex(), LastContact: g.raft.LastContact()}
 	if f := g.raft.GetConfiguration(); f.Error() == nil {
 		in.Servers = f.Configuration().Servers

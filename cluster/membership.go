@@ -51,6 +51,9 @@ type NodeMeta struct {
 	// "failed" (memberlist reports both through NotifyLeave). It is not set earlier: a node
 	// killed while it waits for its replicas to move has failed, it did not leave.
 	Leaving bool `json:"leaving,omitempty"`
+	// Splits is set by releases that apply splits of Raft groups (split.go): a group is
+	// split only when every live member is.
+	Splits bool `json:"split,omitempty"`
 }
 
 // Layout is the member's map of partitions to Raft groups.

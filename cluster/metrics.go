@@ -50,7 +50,8 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 // Collect implements prometheus.Collector.
 func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	now := time.Now()
-	for g := range uint32(c.host.Groups()) {
+	for _, span := range c.host.Spans() {
+		g := span.ID
 		in := c.host.Info(g)
 		if !in.Replica {
 			continue

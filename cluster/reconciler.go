@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"fmt"
 	"log/slog"
 	"slices"
 	"sync"
@@ -15,12 +16,18 @@ import (
 type raftGroups interface {
 	ServerID() string
 	Layout() persistence.Layout
-	Groups() int
+	Spans() []persistence.Group
 	Info(g uint32) GroupInfo
 	IsLeader(g uint32) bool
 	Leading() int
 	HasState() bool
 	Change(g uint32, a Action) error
+	Split(g, at uint32, timeout time.Duration) (persistence.Group, error)
+}
+
+// groupView tells the cluster's groups as this node knows them (Directory).
+type groupView interface {
+	KnownGroups() []persistence.Group
 }
 
 // memberView is what the reconciler needs of gossip.
@@ -44,8 +51,12 @@ type ReconcilerConfig struct {
 	Interval time.Duration
 	// Disk, when set, tells whether this node's disk is low: it then gossips so (nobody hands
 	// it a leadership) and hands away every leadership it holds.
-	Disk   Disk
-	Logger *slog.Logger
+	Disk Disk
+	// Groups, when set, tells the cluster's groups, and GroupsPerNode (> 0) turns on splits:
+	// the cluster aims for that many groups per live node (DecideSplit).
+	Groups        groupView
+	GroupsPerNode int
+	Logger        *slog.Logger
 }
 
 // Reconciler converges each Raft group led here toward its desired replica set, one change
@@ -116,7 +127,9 @@ func (r *Reconciler) Pass(now time.Time) {
 	self := h.ServerID()
 	var led []GroupInfo
 	missing := map[raft.ServerID]time.Time{}
-	for g := range uint32(h.Groups()) {
+	spans := h.Spans()
+	for _, span := range spans {
+		g := span.ID
 		if !h.IsLeader(g) {
 			continue
 		}
@@ -134,6 +147,7 @@ func (r *Reconciler) Pass(now time.Time) {
 	r.mu.Lock()
 	r.missing = missing
 	r.mu.Unlock()
+	r.split(led, alive)
 
 	leading := map[string]int{}
 	addrs := map[string]raft.ServerAddress{}
@@ -148,7 +162,7 @@ func (r *Reconciler) Pass(now time.Time) {
 	}
 	leading[self] = len(led)
 	unfit[self] = unfitness(diskLow, r.cfg.Members.Local().Retiring)
-	bs := BalanceSituation{Self: self, Leading: leading, Unfit: unfit, Groups: h.Groups(), Led: led, Addresses: addrs}
+	bs := BalanceSituation{Self: self, Leading: leading, Unfit: unfit, Groups: len(spans), Led: led, Addresses: addrs}
 	for {
 		g, a, ok := DecideBalance(bs)
 		if !ok {
@@ -162,6 +176,33 @@ func (r *Reconciler) Pass(now time.Time) {
 		bs.Led = slices.DeleteFunc(bs.Led, func(in GroupInfo) bool { return in.ID == g })
 		bs.Leading[string(a.Server)]++
 	}
+}
+
+// split cuts a group led here when DecideSplit says so.
+func (r *Reconciler) split(led []GroupInfo, alive []NodeMeta) {
+	if r.cfg.Groups == nil || r.cfg.GroupsPerNode <= 0 {
+		return
+	}
+	s := SplitSituation{Partitions: r.cfg.Host.Layout().Partitions, Groups: r.cfg.Groups.KnownGroups(), Led: led,
+		Capable: true, PerNode: r.cfg.GroupsPerNode}
+	for _, m := range alive {
+		s.Capable = s.Capable && m.Splits
+		if !m.Retiring {
+			s.Nodes++
+		}
+	}
+	g, at, why, ok := DecideSplit(s)
+	if !ok {
+		return
+	}
+	r.cfg.Logger.Info("splitting raft group", "group", groupName(g), "at", at, "reason", why)
+	child, err := r.cfg.Host.Split(g, at, 5*time.Second)
+	if err != nil {
+		r.cfg.Logger.Warn("split raft group", "group", groupName(g), "at", at, "error", err)
+		return
+	}
+	r.cfg.Logger.Info("raft group split", "group", groupName(g), "new_group", groupName(child.ID),
+		"partitions", fmt.Sprintf("[%d, %d)", child.First, child.End))
 }
 
 // unfitness is why a member must not lead ("" when it may): its disk is low, or it is

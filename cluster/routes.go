@@ -3,6 +3,8 @@ package cluster
 import (
 	"context"
 	"sync/atomic"
+
+	"github.com/shardkeeper/shardkeeper/persistence"
 )
 
 // The routing table: which node's HTTP API leads each range of partitions, served to clients
@@ -13,7 +15,8 @@ import (
 
 // Routes is the routing table as this node knows it.
 type Routes struct {
-	// Epoch numbers the map of partitions to Raft groups; it changes only when that map does.
+	// Epoch numbers the map of partitions to Raft groups: the splits it reflects. It changes
+	// only when that map does.
 	Epoch uint64 `json:"epoch"`
 	// Partitions is P: an actor (kind, id) lives in partition FNV-1a-64(kind, 0x00, id) mod P.
 	Partitions int     `json:"partitions"`
@@ -43,9 +46,11 @@ func (d *Directory) Routes() Routes {
 			live[m.ServerID] = m
 		}
 	}
-	rt := Routes{Partitions: d.layout.Partitions, Groups: make([]Route, d.layout.Count())}
-	for i := range rt.Groups {
-		g := d.layout.Group(uint32(i))
+	rt := Routes{Partitions: d.layout.Partitions}
+	for _, g := range d.KnownGroups() {
+		if g.ID>>31 != 0 {
+			rt.Epoch++
+		}
 		r := Route{Group: g.ID, First: g.First, End: g.End}
 		leader := d.Leader(g.First)
 		if m, ok := live[leader]; ok && leader != "" {
@@ -58,7 +63,7 @@ func (d *Directory) Routes() Routes {
 				r.Term = rec.Term
 			}
 		}
-		rt.Groups[i] = r
+		rt.Groups = append(rt.Groups, r)
 	}
 	return rt
 }
@@ -98,4 +103,20 @@ func noteForwarded(ctx context.Context, p uint32, httpAddr string) {
 	if f, ok := ctx.Value(forwardedKey{}).(*Forwarded); ok && httpAddr != "" {
 		f.last.Store(&forward{httpAddr: httpAddr, partition: p})
 	}
+}
+
+// KnownGroups returns the cluster's groups as this node knows them, each with its range,
+// first partition first.
+func (d *Directory) KnownGroups() []persistence.Group {
+	table := *d.table.Load()
+	var out []persistence.Group
+	for first := 0; first < len(table); {
+		end := first + 1
+		for end < len(table) && table[end] == table[first] {
+			end++
+		}
+		out = append(out, persistence.Group{ID: table[first], First: uint32(first), End: uint32(end)})
+		first = end
+	}
+	return out
 }

@@ -1,8 +1,10 @@
 package cluster
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -48,8 +50,15 @@ func (h *Host) Split(g, at uint32, timeout time.Duration) (persistence.Group, er
 
 // born opens a child a split of one of this node's groups created. It runs on the parent's
 // FSM goroutine, after the split is durable, so the child runs before the parent applies
-// anything else. When it fails the child opens at the next start (its birth record stays).
-func (h *Host) born(child persistence.Group) {
+// anything else. The watchers of ranges hear of the split before the child can report a
+// leader. When opening fails the child opens at the next start (its birth record stays).
+func (h *Host) born(parent, child persistence.Group) {
+	h.mu.Lock()
+	h.spans[parent.ID] = parent
+	h.spans[child.ID] = child
+	h.rebuildOwners()
+	h.mu.Unlock()
+	h.spansChanged()
 	_, err := h.open(child)
 	switch {
 	case errors.Is(err, raft.ErrRaftShutdown):
@@ -121,3 +130,83 @@ func (h *Host) writeBirth(pg persistence.Group, fsm *persistence.FSM, logs raft.
 
 // keyCurrentTerm is hashicorp/raft's stable store key of the current term.
 var keyCurrentTerm = []byte("CurrentTerm")
+
+// restored records the range a group restored from a snapshot (a split may have shrunk it).
+func (h *Host) restored(g persistence.Group) {
+	h.mu.Lock()
+	changed := h.spans[g.ID] != g
+	h.spans[g.ID] = g
+	if changed {
+		h.rebuildOwners()
+	}
+	h.mu.Unlock()
+	if changed {
+		h.spansChanged()
+	}
+}
+
+// noOwner marks a partition no group holds here.
+const noOwner = ^uint32(0)
+
+// rebuildOwners remakes the map of partitions to the groups holding them here; h.mu is
+// held. Where ranges overlap (a group lagging behind a split, and the child the split made,
+// which this node received otherwise), the group that starts later holds the partition: a
+// split's child always takes the end of its parent's range.
+func (h *Host) rebuildOwners() {
+	owners := make([]uint32, h.cfg.Layout.Partitions)
+	for i := range owners {
+		owners[i] = noOwner
+	}
+	spans := make([]persistence.Group, 0, len(h.spans))
+	for _, g := range h.spans {
+		spans = append(spans, g)
+	}
+	slices.SortFunc(spans, func(a, b persistence.Group) int { return cmp.Compare(a.First, b.First) })
+	for _, g := range spans {
+		for p := g.First; p < g.End && int(p) < len(owners); p++ {
+			owners[p] = g.ID
+		}
+	}
+	h.owners.Store(&owners)
+}
+
+// Owner returns the group that holds partition p on this node (see rebuildOwners), or
+// noOwner.
+func (h *Host) Owner(p uint32) uint32 {
+	owners := *h.owners.Load()
+	if int(p) >= len(owners) {
+		return noOwner
+	}
+	return owners[p]
+}
+
+// Spans returns every group this node holds with its range as last applied here, first
+// partition first.
+func (h *Host) Spans() []persistence.Group {
+	h.mu.RLock()
+	out := make([]persistence.Group, 0, len(h.spans))
+	for _, g := range h.spans {
+		out = append(out, g)
+	}
+	h.mu.RUnlock()
+	slices.SortFunc(out, func(a, b persistence.Group) int { return cmp.Compare(a.First, b.First) })
+	return out
+}
+
+// WatchSpans registers fn, called after the ranges of the groups here change (a split
+// applied, a snapshot restored with a smaller range), before a group a split created can
+// report a leader. fn must not block: it runs on the applying group's FSM goroutine.
+func (h *Host) WatchSpans(fn func()) {
+	h.spanMu.Lock()
+	defer h.spanMu.Unlock()
+	h.spanWatchers = append(h.spanWatchers[:len(h.spanWatchers):len(h.spanWatchers)], fn)
+}
+
+func (h *Host) spansChanged() {
+	h.spanMu.Lock()
+	watchers := h.spanWatchers
+	h.spanMu.Unlock()
+	for _, fn := range watchers {
+		fn()
+	}
+}

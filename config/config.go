@@ -45,6 +45,7 @@ type Config struct {
 	BootstrapExpect int      // --bootstrap-expect 1: members to wait for before the first bootstrap, >= 1
 	Partitions      int      // --partitions 16: P, fixed at bootstrap, 1..4096
 	RaftGroups      int      // --raft-groups 0: G, the Raft groups the partitions share, fixed at bootstrap; 0: the data directory's, or 3 (at most P) in a new one
+	GroupsPerNode   int      // --groups-per-node 1: Raft groups split online until there are this many per live node (at most P); 0: never split
 	Replicas        int      // --replicas 3: R (capped by cluster size), >= 1
 	AdminToken      string   // --admin-token, default "" (admin endpoints disabled)
 	AdminTokenFile  string   // --admin-token-file: AdminToken read from this file
@@ -103,6 +104,7 @@ func coreOptions(c *Config) []Option {
 		Int(&c.BootstrapExpect, "bootstrap-expect", "1", "members to wait for before the first cluster bootstraps (>= 1)"),
 		Int(&c.Partitions, "partitions", "16", "number of partitions P, fixed at bootstrap (1..4096)"),
 		Int(&c.RaftGroups, "raft-groups", "0", "number of Raft groups G the partitions are spread over: each is one Raft log, leader and round for all of its partitions; fixed at bootstrap (1..partitions; 0: the data directory's, or min(3, partitions) in a new one)"),
+		Int(&c.GroupsPerNode, "groups-per-node", "1", "Raft groups split online, one at a time, until the cluster has this many per live node (at most --partitions), so that every node leads its share as the cluster grows; 0: never split"),
 		Int(&c.Replicas, "replicas", "3", "replication factor R, capped by the cluster size (>= 1)"),
 		String(&c.AdminToken, "admin-token", "", "bearer token of the admin endpoints; empty disables them (prefer --admin-token-file: a flag shows in ps)"),
 		String(&c.AdminTokenFile, "admin-token-file", "", "file holding the admin token, readable by its owner only").Checked(c.loadAdminToken),
@@ -288,6 +290,9 @@ func (c Config) Validate() error {
 	}
 	if c.Partitions < 1 || c.Partitions > maxPartitions {
 		bad("partitions", "must be between 1 and %d, got %d", maxPartitions, c.Partitions)
+	}
+	if c.GroupsPerNode < 0 {
+		bad("groups-per-node", "must not be negative, got %d", c.GroupsPerNode)
 	}
 	if c.RaftGroups < 0 || c.RaftGroups > c.Partitions {
 		bad("raft-groups", "must be between 0 (the data directory's, or the default) and --partitions (%d), got %d", c.Partitions, c.RaftGroups)

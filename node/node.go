@@ -3,6 +3,7 @@
 package node
 
 import (
+	"cmp"
 	"context"
 	"encoding/hex"
 	"errors"
@@ -12,6 +13,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"sync"
@@ -151,6 +153,10 @@ func Start(cfg config.Config, opts Options) (n *Node, err error) {
 	}, domain.Kinds(opts.Domains, cfg, domain.Env{Caller: &n.caller, Registerer: n.registry})...); err != nil {
 		return nil, err
 	}
+	// The runtime hears of every split before the group it creates can report a leader;
+	// the regroup after registering covers those applied before.
+	host.WatchSpans(func() { n.runtime.Regroup(host.Spans()) })
+	n.runtime.Regroup(host.Spans())
 	host.Start(n.runtime.SetLeader)
 
 	if n.membership, err = cluster.StartMembership(cluster.MembershipConfig{
@@ -158,7 +164,7 @@ func Start(cfg config.Config, opts Options) (n *Node, err error) {
 		KeyringFile: filepath.Join(cfg.DataDir, "gossip-keyring.json"),
 		Meta: cluster.NodeMeta{ID: cfg.NodeID, ServerID: n.serverID, Raft: host.Addr(),
 			Remote: n.system.ProcessRegistry.Address, HTTP: cfg.Advertised(n.ln.Addr().String()), Partitions: cfg.Partitions, Groups: host.Groups(),
-			Bootstrapped: host.HasState()},
+			Bootstrapped: host.HasState(), Splits: true},
 	}); err != nil {
 		return nil, err
 	}
@@ -179,7 +185,8 @@ func Start(cfg config.Config, opts Options) (n *Node, err error) {
 		return nil, err
 	}
 	n.reconciler = cluster.NewReconciler(cluster.ReconcilerConfig{
-		Host: host, Members: n.membership, Replicas: cfg.Replicas, DeadGrace: cfg.DeadMemberGrace, Disk: n.disk, Logger: logger,
+		Host: host, Members: n.membership, Replicas: cfg.Replicas, DeadGrace: cfg.DeadMemberGrace, Disk: n.disk,
+		Groups: n.directory, GroupsPerNode: cfg.GroupsPerNode, Logger: logger,
 	})
 	n.reconciler.Start()
 	forwards := prometheus.NewCounter(prometheus.CounterOpts{Name: "shardkeeper_requests_forwarded_total",
@@ -482,16 +489,20 @@ func (n *Node) ChangeKey(ctx context.Context, op string, key []byte) ([]cluster.
 // index.
 func (n *Node) StateHashes() ([]api.PartitionHash, error) {
 	out := make([]api.PartitionHash, 0, n.cfg.Partitions)
-	for g := range uint32(n.host.Groups()) {
-		idx, sums, err := n.host.StateHashes(g)
+	for _, g := range n.host.Spans() {
+		idx, sums, err := n.host.StateHashes(g.ID)
 		if err != nil {
-			return nil, fmt.Errorf("state hashes of raft group %d: %w", g, err)
+			return nil, fmt.Errorf("state hashes of raft group %d: %w", g.ID, err)
 		}
-		first := n.host.Layout().Group(g).First
 		for i, sum := range sums {
-			out = append(out, api.PartitionHash{ID: first + uint32(i), AppliedIndex: idx, Hash: hex.EncodeToString(sum[:])})
+			// A group lagging behind a split still hashes the partitions it gave away; the
+			// group holding them here speaks for them.
+			if p := g.First + uint32(i); n.host.Owner(p) == g.ID {
+				out = append(out, api.PartitionHash{ID: p, AppliedIndex: idx, Hash: hex.EncodeToString(sum[:])})
+			}
 		}
 	}
+	slices.SortFunc(out, func(a, b api.PartitionHash) int { return cmp.Compare(a.ID, b.ID) })
 	return out, nil
 }
 

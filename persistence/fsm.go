@@ -36,8 +36,12 @@ type FSM struct {
 	applied   atomic.Uint64
 	time      atomic.Int64
 	// onSplit, when set, is called on the FSM goroutine after a split's batch is durable,
-	// with the child it created.
-	onSplit func(child Group)
+	// with the group's range after it and the child it created; onRestore after a restore.
+	onSplit   func(parent, child Group)
+	onRestore func(g Group)
+	// owns, when set, tells whether this group holds partition p on this node: false for
+	// a partition of its range that a group born from it holds here (see SetOwner).
+	owns func(p uint32) bool
 }
 
 var _ raft.BatchingFSM = (*FSM)(nil)
@@ -85,8 +89,19 @@ func (f *FSM) load() error {
 func (f *FSM) Group() Group { return Group{ID: f.id, First: f.first, End: f.end.Load()} }
 
 // OnSplit sets the function called, on the FSM goroutine, after each split this group
-// applies, with the child it created (see split.go). Set it before the FSM is used.
-func (f *FSM) OnSplit(fn func(child Group)) { f.onSplit = fn }
+// applies, with the group's range after it and the child it created (see split.go), and
+// OnRestore the one called after each restore. Set them before the FSM is used.
+func (f *FSM) OnSplit(fn func(parent, child Group)) { f.onSplit = fn }
+
+// OnRestore: see OnSplit.
+func (f *FSM) OnRestore(fn func(g Group)) { f.onRestore = fn }
+
+// SetOwner sets the test of whether this group holds a partition of its range on this node.
+// A replica that lags behind a split can already hold the split's child here (it received
+// the child's snapshot); until it applies the split, the entries it applies and the
+// snapshots it restores must leave the child's partitions alone. Their writes are skipped
+// (the child's state is newer than anything they carry). Set it before the FSM is used.
+func (f *FSM) SetOwner(owns func(p uint32) bool) { f.owns = owns }
 
 // AppliedIndex is the index of the last entry applied to Pebble.
 func (f *FSM) AppliedIndex() uint64 { return f.applied.Load() }
@@ -141,6 +156,9 @@ func (f *FSM) ApplyBatch(logs []*raft.Log) []any {
 			continue
 		}
 		for _, op := range cmd.Ops {
+			if f.owns != nil && !f.owns(op.Partition) {
+				continue // held here by a group a later split made (SetOwner)
+			}
 			// The batch copies the key: one buffer serves every op.
 			key = append(appendPartitionPrefix(key[:0], op.Partition, sectionState), op.Key...)
 			if op.Delete {
@@ -175,7 +193,7 @@ func (f *FSM) ApplyBatch(logs []*raft.Log) []any {
 	f.end.Store(g.End)
 	for _, c := range children {
 		if f.onSplit != nil {
-			f.onSplit(c)
+			f.onSplit(Group{ID: f.id, First: f.first, End: c.First}, c)
 		}
 	}
 	return resp

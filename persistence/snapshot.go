@@ -127,6 +127,9 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 	if err := f.load(); err != nil {
 		return err
 	}
+	if f.onRestore != nil {
+		f.onRestore(f.Group())
+	}
 	f.s.logger.Info("raft group restored from a snapshot", "group", f.id, "applied_index", f.AppliedIndex(),
 		"keys", keys, "partitions", fmt.Sprintf("[%d, %d)", f.first, end), "duration", time.Since(start).Round(time.Millisecond))
 	return nil
@@ -152,6 +155,12 @@ func (f *FSM) restore(r io.Reader) (int, uint32, error) {
 	w := sstable.NewWriter(objstorageprovider.NewFileWritable(file), f.s.opts.MakeWriterOptions(numLevels-1, f.s.db.TableFormat()))
 	keys := 0
 	endKey := metaKey(g.First, metaEnd)
+	// held is the first partition of the range that another group holds here (SetOwner),
+	// known once the range is: at the first key past the first partition's metadata, whose
+	// keys sort first and hold the range's end.
+	var held uint32
+	known := false
+	meta := partitionPrefix(g.First, sectionMeta)
 	err = readSnapshot(r, lo[:len(lo)-1], func(key, v []byte) error {
 		if bytes.Equal(key, endKey) {
 			if len(v) != 4 || binary.BigEndian.Uint32(v) <= g.First || binary.BigEndian.Uint32(v) > f.end.Load() {
@@ -162,18 +171,55 @@ func (f *FSM) restore(r io.Reader) (int, uint32, error) {
 		if !inGroupState(key, g) {
 			return fmt.Errorf("snapshot key %x outside the group's state", key)
 		}
+		if !known && !bytes.HasPrefix(key, meta) {
+			if held, err = f.heldFrom(g); err != nil {
+				return err
+			}
+			known = true
+		}
+		if known && binary.BigEndian.Uint32(key[1:5]) >= held {
+			return nil // held here by a group born of a later split: its state is newer
+		}
 		keys++
 		return w.Set(key, v)
 	})
+	if err == nil && !known {
+		held, err = f.heldFrom(g)
+	}
 	if err = errors.Join(err, w.Close()); err != nil { // Close syncs the file
 		return 0, 0, err
 	}
 	// An empty snapshot ingests nothing but still excises: the partition is emptied.
-	lo, hi := snapshotBounds(g)
+	lo, hi := snapshotBounds(Group{ID: g.ID, First: g.First, End: held})
 	if _, err := f.s.db.IngestAndExcise(context.Background(), []string{path}, nil, nil, pebble.KeyRange{Start: lo, End: hi}); err != nil {
 		return 0, 0, fmt.Errorf("ingest: %w", err)
 	}
 	return keys, g.End, nil
+}
+
+// heldFrom returns the first partition of g's range that another group holds on this node
+// (g.End when none does). The partitions from there to g.End must all be held by others:
+// the groups a split makes take the end of their parent's range, so a snapshot taken before
+// the splits covers them whole. A range where this group holds partitions past one another
+// group holds (a later split's child here, an earlier one's not) cannot be restored without
+// overwriting one or leaving the other stale; it is refused, and Raft retries.
+func (f *FSM) heldFrom(g Group) (uint32, error) {
+	if f.owns == nil {
+		return g.End, nil
+	}
+	held := g.End
+	for p := g.First; p < g.End; p++ {
+		switch {
+		case !f.owns(p) && held == g.End:
+			held = p
+		case f.owns(p) && held != g.End:
+			return 0, fmt.Errorf("snapshot of [%d, %d) would overwrite partition %d of another group held here, and leave partition %d stale", g.First, g.End, held, p)
+		}
+	}
+	if held == g.First {
+		return 0, fmt.Errorf("snapshot of [%d, %d): its first partition is held here by another group", g.First, g.End)
+	}
+	return held, nil
 }
 
 // inGroupState reports whether key is in the 'm' or 's' section of one of g's partitions.

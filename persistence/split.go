@@ -136,13 +136,21 @@ func (f *FSM) applySplit(b *pebble.Batch, g Group, s Split, last int64) (Group, 
 	child := Group{ID: s.Child, First: s.At, End: g.End}
 	u32 := func(v uint32) []byte { return binary.BigEndian.AppendUint32(nil, v) }
 	u64 := func(v uint64) []byte { return binary.BigEndian.AppendUint64(nil, v) }
+	_ = b.Set(metaKey(g.First, metaEnd), u32(s.At), nil)
+	// A replica that lagged behind the split may hold the child already (its leader sent
+	// it a snapshot): the child's state here is newer than the split's, and stays.
+	if _, closer, err := f.s.db.Get(groupRecordKey(s.Child)); err == nil {
+		closer.Close()
+		return child, nil
+	} else if !errors.Is(err, pebble.ErrNotFound) {
+		panic(fmt.Sprintf("group %d: read group record: %v", g.ID, err))
+	}
 	// Whatever Raft state or metadata the child's first partition held (a group that
 	// started there once) is not the child's.
 	for _, sec := range []byte{sectionRaft, sectionMeta} {
 		lo := partitionPrefix(s.At, sec)
 		_ = b.DeleteRange(lo, PrefixEnd(lo), nil)
 	}
-	_ = b.Set(metaKey(g.First, metaEnd), u32(s.At), nil)
 	_ = b.Set(metaKey(s.At, metaGroup), u32(s.Child), nil)
 	_ = b.Set(metaKey(s.At, metaEnd), u32(child.End), nil)
 	_ = b.Set(metaKey(s.At, metaApplied), u64(birthIndex), nil)

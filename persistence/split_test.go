@@ -29,7 +29,12 @@ func TestSplitApply(t *testing.T) {
 	layout := Layout{Partitions: 8, Groups: 1}
 	f := groupOf(t, s, layout.Group(0))
 	var born []Group
-	f.OnSplit(func(c Group) { born = append(born, c) })
+	f.OnSplit(func(parent, c Group) {
+		if parent != (Group{ID: 0, First: 0, End: c.First}) {
+			t.Errorf("OnSplit with parent %+v", parent)
+		}
+		born = append(born, c)
+	})
 	apply(t, f, groupCmdLog(1, 10, opIn(1, put("a", "1")), opIn(5, put("b", "5"))))
 	child := SplitID(4, 1)
 	resp := f.ApplyBatch([]*raft.Log{
@@ -161,5 +166,56 @@ func TestSplitEncoding(t *testing.T) {
 	}
 	if _, err := DecodeCommand(b); err == nil {
 		t.Fatal("a split decoded as a command")
+	}
+}
+
+// A replica that lags behind a split while it already holds the split's child (it received
+// the child's snapshot) leaves the child's partitions alone: the entries it applies skip
+// their writes, the split leaves the child's state and metadata as they are, and a snapshot
+// from before the split restores only the partitions the replica's group still holds.
+func TestSplitLaggingReplica(t *testing.T) {
+	s := newStore(t)
+	child := Group{ID: SplitID(4, 1), First: 4, End: 8}
+	if err := s.RecordGroup(child); err != nil {
+		t.Fatal(err)
+	}
+	cf := groupOf(t, s, child)
+	apply(t, cf, groupCmdLog(7, 70, opIn(5, put("x", "child's"))))
+	f := groupOf(t, s, Group{ID: 0, First: 0, End: 8})
+	f.SetOwner(func(p uint32) bool { return p < 4 })
+
+	apply(t, f, groupCmdLog(1, 10, opIn(1, put("x", "1")), opIn(5, put("x", "stale"))))
+	wantValue(t, s, 1, "x", "1")
+	wantValue(t, s, 5, "x", "child's")
+
+	// A snapshot from another replica, taken before the split, covers [0, 8).
+	other := newStore(t)
+	of := groupOf(t, other, Group{ID: 0, First: 0, End: 8})
+	apply(t, of, groupCmdLog(1, 10, opIn(1, put("x", "1")), opIn(2, put("y", "2")), opIn(5, put("x", "stale"))))
+	if err := restore(f, snapshotBytes(t, of)); err != nil {
+		t.Fatal(err)
+	}
+	wantValue(t, s, 2, "y", "2")
+	wantValue(t, s, 5, "x", "child's")
+
+	apply(t, f, splitLog(2, 20, 4, child.ID))
+	if f.Group().End != 4 {
+		t.Fatalf("after the split: %+v", f.Group())
+	}
+	wantValue(t, s, 5, "x", "child's")
+	if cf.AppliedIndex() != 7 {
+		t.Fatalf("the child's applied index went from 7 to %d", cf.AppliedIndex())
+	}
+	if _, ok, _ := s.Birth(child); ok {
+		t.Fatal("the split wrote a birth record over the child the replica held")
+	}
+
+	// Holding a partition past one another group holds, a restore is refused: it could
+	// neither overwrite the other group's state nor leave its own stale.
+	gap := newStore(t)
+	gf := groupOf(t, gap, Group{ID: 0, First: 0, End: 8})
+	gf.SetOwner(func(p uint32) bool { return p != 3 })
+	if err := restore(gf, snapshotBytes(t, of)); err == nil {
+		t.Fatal("a restore over another group's partition in the middle of the range succeeded")
 	}
 }
