@@ -216,6 +216,7 @@ type clusterState struct {
 	} `json:"members"`
 	Partitions []struct {
 		ID       int      `json:"id"`
+		Group    uint32   `json:"group"`
 		Leader   string   `json:"leader"`
 		Replicas []string `json:"replicas"`
 	} `json:"partitions"`

@@ -32,6 +32,18 @@ func TestDashboardInChromium(t *testing.T) {
 		n.WaitReady(60 * time.Second)
 	}
 	waitSettled(t, nodes[0])
+	// The cluster starts with fewer groups than nodes, and splits one to have one per node.
+	await.True(t, 60*time.Second, "one Raft group per node, each led, with three replicas", func() bool {
+		s := clusterView(t, nodes[0])
+		seen := map[uint32]bool{}
+		for _, p := range s.Partitions {
+			if p.Leader == "" || len(p.Replicas) != 3 {
+				return false
+			}
+			seen[p.Group] = true
+		}
+		return len(seen) == len(nodes)
+	})
 
 	render := func() string {
 		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -58,8 +70,8 @@ func TestDashboardInChromium(t *testing.T) {
 		}
 	}
 	rows := regexp.MustCompile(`<tr data-group="(\d+)"><td>\d+</td><td>(\d+)–(\d+)</td><td>(n[123])</td><td>(n\d, n\d, n\d)</td>`).FindAllStringSubmatch(dom, -1)
-	if len(rows) != groups {
-		t.Fatalf("%d Raft groups shown with a leader and three voters, want %d:\n%s", len(rows), groups, dom)
+	if len(rows) != len(nodes) {
+		t.Fatalf("%d Raft groups shown with a leader and three voters, want %d:\n%s", len(rows), len(nodes), dom)
 	}
 	next := 0
 	for _, r := range rows {
