@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"time"
 
@@ -198,10 +199,14 @@ type BalanceSituation struct {
 	// Unfit maps the server ids of members that must not lead to why: "disk-low" (it refuses
 	// writes) or "retiring" (it was told to stop for good).
 	Unfit map[string]string
+	// Others are the groups led elsewhere, each with its leader and configuration (from
+	// gossip).
+	Others []GroupInfo
 }
 
 // DecideBalance picks one group led here to hand to a voter that leads fewer than its
-// share, when this node leads more than its share (⌈G / live members⌉). ok is false when no
+// share, when this node leads more than its share (⌈G / live members⌉), or one step of a
+// chain towards a node no direct transfer reaches (chainBalance). ok is false when no
 // transfer is due.
 //
 // A node unfit to lead (Unfit: its disk is low, or it is retiring) hands any group it leads to
@@ -213,7 +218,7 @@ func DecideBalance(s BalanceSituation) (g uint32, a Action, ok bool) {
 	share := (s.Groups + len(s.Leading) - 1) / len(s.Leading)
 	selfUnfit := s.Unfit[s.Self] != ""
 	if len(s.Led) <= share && !selfUnfit {
-		return 0, Action{}, false
+		return chainBalance(s, share)
 	}
 	for _, in := range s.Led {
 		for _, sv := range in.Servers {
@@ -230,6 +235,42 @@ func DecideBalance(s BalanceSituation) (g uint32, a Action, ok bool) {
 				reason = "this node's disk is low"
 			}
 			return in.ID, Action{Kind: TransferLeadership, Server: sv.ID, Address: s.Addresses[string(sv.ID)], Reason: reason}, true
+		}
+	}
+	return chainBalance(s, share)
+}
+
+// chainBalance moves a leadership one step along a chain. A node above its share may find
+// no voter with room in the groups it leads, while a node below the floor (⌊G / live
+// members⌋) votes in none of them: no direct transfer evens them out. A node at or below
+// its share that votes in a group of the one above hands one of its own groups to a voter
+// below the floor (not above its own count: never worse); the one above can then hand a
+// group to it. It moves nothing while nobody is above the share, so it cannot churn a
+// balanced cluster.
+func chainBalance(s BalanceSituation, share int) (uint32, Action, bool) {
+	floor := s.Groups / len(s.Leading)
+	if s.Unfit[s.Self] != "" || len(s.Led) == 0 || len(s.Led) > share || floor == 0 {
+		return 0, Action{}, false
+	}
+	feeds := false // this node votes in a group of a node above its share
+	for _, in := range s.Others {
+		if s.Leading[in.Leader] > share && slices.ContainsFunc(in.Servers, func(sv raft.Server) bool {
+			return string(sv.ID) == s.Self && sv.Suffrage == raft.Voter
+		}) {
+			feeds = true
+		}
+	}
+	if !feeds {
+		return 0, Action{}, false
+	}
+	for _, in := range s.Led {
+		for _, sv := range in.Servers {
+			n, live := s.Leading[string(sv.ID)]
+			if !live || sv.Suffrage != raft.Voter || string(sv.ID) == s.Self || s.Unfit[string(sv.ID)] != "" || n >= floor || n >= len(s.Led) {
+				continue
+			}
+			return in.ID, Action{Kind: TransferLeadership, Server: sv.ID, Address: s.Addresses[string(sv.ID)],
+				Reason: fmt.Sprintf("a node leads more than its share of %d and can hand one to this node, whose voter %s leads %d, fewer than %d", share, sv.ID, n, floor)}, true
 		}
 	}
 	return 0, Action{}, false

@@ -25,6 +25,7 @@ import (
 //	leading: a@1=7 b@1=5 c@1=4                live members and how many groups each leads
 //	led: 0=a@1,b@1,c@1 3=a@1,b@1 …            groups led here and their voters
 //	unfit: b@1=disk-low c@1=retiring …        members that must not lead, and why
+//	others: 7=b@1:b@1,c@1,d@1 …               groups led elsewhere: leader and voters
 //
 //	split partitions=16 nodes=6 [per-node=1] [incapable]
 //	groups: 0=0-5 1=5-10 …                    the cluster's groups: id=first-end
@@ -111,6 +112,15 @@ func TestDecideBalance(t *testing.T) {
 				in.Servers = append(in.Servers, raft.Server{ID: raft.ServerID(v), Suffrage: raft.Voter})
 			}
 			s.Led = append(s.Led, in)
+		}
+		for _, kv := range lines["others"] {
+			g, _ := strconv.Atoi(kv[0])
+			leader, voters, _ := strings.Cut(kv[1], ":")
+			in := GroupInfo{ID: uint32(g), Leader: leader}
+			for _, v := range strings.Split(voters, ",") {
+				in.Servers = append(in.Servers, raft.Server{ID: raft.ServerID(v), Suffrage: raft.Voter})
+			}
+			s.Others = append(s.Others, in)
 		}
 		p, a, ok := DecideBalance(s)
 		if !ok {

@@ -374,6 +374,22 @@ func (d *Directory) Configurations() []GroupConfig {
 	return out
 }
 
+// Leaderships returns the groups whose leaders gossip records of them, each with its leader
+// and voters (server ids): what leadership balancing needs of the groups led elsewhere.
+func (d *Directory) Leaderships() []GroupInfo {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	out := make([]GroupInfo, 0, len(d.records))
+	for _, r := range d.records {
+		in := GroupInfo{ID: r.G, First: r.First, End: r.End, Leader: r.Leader, Term: r.Term}
+		for _, v := range r.Voters {
+			in.Servers = append(in.Servers, raft.Server{ID: raft.ServerID(v), Suffrage: raft.Voter})
+		}
+		out = append(out, in)
+	}
+	return out
+}
+
 func (d *Directory) record(g uint32) (record, bool) {
 	d.mu.Lock()
 	defer d.mu.Unlock()

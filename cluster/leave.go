@@ -8,7 +8,7 @@ import (
 
 // Leaving the cluster for good. A node told to stop marks itself retiring (NodeMeta.Retiring)
 // and, before it exits, waits until no Raft group it replicates still counts on it: the
-// placement ranks retiring nodes last (Desired), so the groups' leaders add a replica on
+// placement ranks retiring nodes last (Placement), so the groups' leaders add a replica on
 // another node, promote it once it has caught up and only then remove the retiring one (Decide,
 // rules 3–5) — every group keeps R voters throughout, and a second node stopped as soon as the
 // first has exited finds every group whole. Consul removes a leaving server from the Raft
@@ -38,6 +38,11 @@ func AwaitingHandOff(configs []GroupConfig, alive []NodeMeta, replicas int, self
 	for _, m := range alive {
 		up[m.ServerID] = !m.Retiring
 	}
+	ids := make([]uint32, len(configs))
+	for i, c := range configs {
+		ids[i] = c.ID
+	}
+	placement := Placement(ids, alive, replicas)
 	var out []uint32
 	for _, c := range configs {
 		listed, voter, voters, othersUp := false, false, 0, 0
@@ -58,7 +63,7 @@ func AwaitingHandOff(configs []GroupConfig, alive []NodeMeta, replicas int, self
 		if !listed {
 			continue
 		}
-		desired := slices.ContainsFunc(Desired(c.ID, alive, replicas), func(d NodeMeta) bool { return d.ID == self.ID })
+		desired := slices.ContainsFunc(placement[c.ID], func(d NodeMeta) bool { return d.ID == self.ID })
 		if !desired || (voter && othersUp < voters/2+1) {
 			out = append(out, c.ID)
 		}

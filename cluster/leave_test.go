@@ -24,9 +24,14 @@ func TestAwaitingHandOff(t *testing.T) {
 	// Group g lists the nodes the placement over all five puts it on.
 	var configs []GroupConfig
 	holds := map[string][]uint32{}
+	ids := make([]uint32, 16)
+	for i := range ids {
+		ids[i] = uint32(i)
+	}
+	placement := Placement(ids, all, 3)
 	for g := range uint32(16) {
 		c := GroupConfig{ID: g}
-		for _, d := range Desired(g, all, 3) {
+		for _, d := range placement[g] {
 			c.Servers = append(c.Servers, raft.Server{ID: raft.ServerID(d.ServerID), Suffrage: raft.Voter})
 			holds[d.ID] = append(holds[d.ID], g)
 		}

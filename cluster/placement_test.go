@@ -84,14 +84,67 @@ func TestDesiredSpreadsEvenly(t *testing.T) {
 // is not desired for could ever elect a leader; the others are the desired ones, best first.
 func TestBootstrapReplicasIncludeSelf(t *testing.T) {
 	all := nodes(5)
+	groups := make([]uint32, 64)
+	for i := range groups {
+		groups[i] = uint32(i)
+	}
+	placement := Placement(groups, all, 3)
 	for p := range uint32(64) {
-		got := BootstrapReplicas(p, all, 3, "n1")
-		desired := Desired(p, all, 3)
+		got := BootstrapReplicas(p, groups, all, 3, "n1")
+		desired := placement[p]
 		if len(got) != 3 || !slices.ContainsFunc(got, func(m NodeMeta) bool { return m.ID == "n1" }) {
 			t.Fatalf("partition %d: %v lacks n1", p, ids(got))
 		}
 		if !slices.Equal(ids(got[:2]), ids(desired[:2])) {
 			t.Fatalf("partition %d: %v, want the best two of %v first", p, ids(got), ids(desired))
+		}
+	}
+}
+
+// Placement evens the replicas out where rendezvous alone would not: nine groups of three
+// replicas on nine nodes give every node three (rendezvous alone leaves some with none, which
+// then can lead nothing). Each group has three distinct replicas, the result does not depend
+// on the order of the nodes, and retiring nodes hold nothing while enough others are left.
+func TestPlacementEven(t *testing.T) {
+	for _, tt := range []struct{ groups, nodes int }{{9, 9}, {6, 6}, {16, 5}, {3, 3}, {12, 9}, {4, 2}} {
+		all := nodes(tt.nodes)
+		var groups []uint32
+		for i := range tt.groups {
+			groups = append(groups, uint32(i))
+			if i%2 == 1 {
+				groups[i] |= 1 << 31 // split-born ids too
+			}
+		}
+		got := Placement(groups, all, 3)
+		rev := slices.Clone(all)
+		slices.Reverse(rev)
+		again := Placement(groups, rev, 3)
+		load := map[string]int{}
+		for _, g := range groups {
+			if !slices.Equal(ids(got[g]), ids(again[g])) {
+				t.Fatalf("%d groups on %d nodes: group %d placed %v, and %v with the nodes in another order", tt.groups, tt.nodes, g, ids(got[g]), ids(again[g]))
+			}
+			set := map[string]bool{}
+			for _, n := range got[g] {
+				set[n.ID] = true
+				load[n.ID]++
+			}
+			if len(set) != min(3, tt.nodes) {
+				t.Fatalf("%d groups on %d nodes: group %d on %v", tt.groups, tt.nodes, g, ids(got[g]))
+			}
+		}
+		share := (tt.groups*min(3, tt.nodes) + tt.nodes - 1) / tt.nodes
+		for _, n := range all {
+			if load[n.ID] > share || load[n.ID] < share-1 {
+				t.Errorf("%d groups on %d nodes: %s holds %d replicas, want %d or %d", tt.groups, tt.nodes, n.ID, load[n.ID], share-1, share)
+			}
+		}
+	}
+	all := nodes(5)
+	all[0].Retiring = true
+	for g, placed := range Placement([]uint32{0, 1, 2, 3, 4, 5}, all, 3) {
+		if slices.ContainsFunc(placed, func(n NodeMeta) bool { return n.Retiring }) {
+			t.Errorf("group %d placed on retiring %v with four others left", g, ids(placed))
 		}
 	}
 }

@@ -25,9 +25,11 @@ type raftGroups interface {
 	Split(g, at uint32, timeout time.Duration) (persistence.Group, error)
 }
 
-// groupView tells the cluster's groups as this node knows them (Directory).
+// groupView tells the cluster's groups as this node knows them, and who leads them
+// (Directory).
 type groupView interface {
 	KnownGroups() []persistence.Group
+	Leaderships() []GroupInfo
 }
 
 // memberView is what the reconciler needs of gossip.
@@ -128,6 +130,17 @@ func (r *Reconciler) Pass(now time.Time) {
 	var led []GroupInfo
 	missing := map[raft.ServerID]time.Time{}
 	spans := h.Spans()
+	ids := make([]uint32, 0, len(spans))
+	if r.cfg.Groups != nil {
+		for _, g := range r.cfg.Groups.KnownGroups() {
+			ids = append(ids, g.ID)
+		}
+	} else {
+		for _, g := range spans {
+			ids = append(ids, g.ID)
+		}
+	}
+	placement := Placement(ids, alive, r.cfg.Replicas)
 	for _, span := range spans {
 		g := span.ID
 		if !h.IsLeader(g) {
@@ -140,7 +153,7 @@ func (r *Reconciler) Pass(now time.Time) {
 		led = append(led, in)
 		r.noteMissing(in.Servers, members, now, missing)
 		a := Decide(Situation{Self: raft.ServerID(self), Servers: in.Servers, Members: members,
-			Desired: Desired(g, alive, r.cfg.Replicas), Replicas: r.cfg.Replicas, DeadGrace: r.cfg.DeadGrace,
+			Desired: desiredOf(placement, g, alive, r.cfg.Replicas), Replicas: r.cfg.Replicas, DeadGrace: r.cfg.DeadGrace,
 			Now: now, Missing: missing, Match: in.Match, LastIndex: in.LastIndex})
 		r.apply(g, a)
 	}
@@ -163,6 +176,9 @@ func (r *Reconciler) Pass(now time.Time) {
 	leading[self] = len(led)
 	unfit[self] = unfitness(diskLow, r.cfg.Members.Local().Retiring)
 	bs := BalanceSituation{Self: self, Leading: leading, Unfit: unfit, Groups: len(spans), Led: led, Addresses: addrs}
+	if r.cfg.Groups != nil {
+		bs.Others = r.cfg.Groups.Leaderships()
+	}
 	for {
 		g, a, ok := DecideBalance(bs)
 		if !ok {
@@ -176,6 +192,15 @@ func (r *Reconciler) Pass(now time.Time) {
 		bs.Led = slices.DeleteFunc(bs.Led, func(in GroupInfo) bool { return in.ID == g })
 		bs.Leading[string(a.Server)]++
 	}
+}
+
+// desiredOf is group g's desired replicas in placement, or its own ranking when placement
+// does not know g (gossip has not told this node's directory of it yet).
+func desiredOf(placement map[uint32][]NodeMeta, g uint32, alive []NodeMeta, r int) []NodeMeta {
+	if d, ok := placement[g]; ok {
+		return d
+	}
+	return Desired(g, alive, r)
 }
 
 // split cuts a group led here when DecideSplit says so.

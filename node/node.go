@@ -404,9 +404,13 @@ func (n *Node) tryBootstrap() bool {
 		return false
 	}
 	n.logger.Info("bootstrapping the cluster", "members", len(alive))
+	groups := make([]uint32, n.host.Groups())
+	for i := range groups {
+		groups[i] = uint32(i)
+	}
 	err := n.host.Bootstrap(func(g uint32) []raft.Server {
 		var servers []raft.Server
-		for _, d := range cluster.BootstrapReplicas(g, alive, n.cfg.Replicas, n.cfg.NodeID) {
+		for _, d := range cluster.BootstrapReplicas(g, groups, alive, n.cfg.Replicas, n.cfg.NodeID) {
 			servers = append(servers, raft.Server{ID: raft.ServerID(d.ServerID), Address: cluster.RaftAddress(d.Raft, d.ServerID)})
 		}
 		return servers

@@ -71,11 +71,11 @@ func TestFailedMemberShownAndReplaced(t *testing.T) {
 
 // A cluster grows from three nodes to five and shrinks back to three under load, the second
 // node stopped (SIGTERM) as soon as the first has exited, as a StatefulSet scales down: on five
-// nodes every node is ready and lists every partition with its leader and replicas, replicas
-// are where the rendezvous placement puts them; the two that leave share a Raft group (group
-// 0 is on n1, n4 and n5), which keeps its quorum only because each leaving node waits until
-// its replicas are on other nodes; and the histories of the whole run are linearizable with
-// no request failing beyond what the clients' retries absorb.
+// nodes a Raft group splits so that there is one per node, every node is ready and lists
+// every partition with its leader and replicas, replicas are where the placement puts them;
+// the two that leave share a Raft group, which keeps its quorum only because each leaving
+// node waits until its replicas are on other nodes; and the histories of the whole run are
+// linearizable with no request failing beyond what the clients' retries absorb.
 func TestGrowAndShrinkUnderLoad(t *testing.T) {
 	begin := time.Now()
 	c := startClusterBinding(t, false, graceFlags...)
@@ -94,9 +94,19 @@ func TestGrowAndShrinkUnderLoad(t *testing.T) {
 		s.w.addNode(n)
 	}
 	all := append(slices.Clone(c.nodes), extra...)
+	c.awaitView(all[0], time.Now().Add(90*time.Second), "one Raft group per node", func(v clusterView) string {
+		groups := map[uint32]bool{}
+		for _, p := range v.Partitions {
+			groups[p.Group] = true
+		}
+		if len(groups) != len(all) {
+			return fmt.Sprintf("%d Raft groups on %d nodes", len(groups), len(all))
+		}
+		return ""
+	})
 	c.waitPlaced(all, 90*time.Second)
 
-	if shared := sharedGroups(all, extra); len(shared) == 0 {
+	if shared := c.sharedGroups(all, extra); len(shared) == 0 {
 		t.Fatalf("the nodes that leave share no Raft group: the test would not check what it means to")
 	}
 	for i := len(extra) - 1; i >= 0; i-- {
@@ -109,8 +119,8 @@ func TestGrowAndShrinkUnderLoad(t *testing.T) {
 		}
 		c.note("%s exited after %s", n.Config.NodeID, time.Since(stopping).Round(time.Millisecond))
 	}
-	// Without the hand-over, group 0 would be left with one voter of three and never elect a
-	// leader again; with it, the three left are placed well within the dead-member grace.
+	// Without the hand-over, the group they share would be left with one voter of three and
+	// never elect a leader again; with it, the three left are placed well within the dead-member grace.
 	c.waitPlaced(c.nodes, deadGrace+30*time.Second)
 	time.Sleep(loadAfter)
 	s.w.stopLoad()
@@ -146,7 +156,7 @@ func TestRetireTwoAtOnce(t *testing.T) {
 	// n4 and a node it shares a Raft group with.
 	var leaving []*proc.Node
 	for _, n := range c.nodes {
-		if len(sharedGroups(append(slices.Clone(c.nodes), n4), []*proc.Node{n, n4})) > 0 {
+		if len(c.sharedGroups(append(slices.Clone(c.nodes), n4), []*proc.Node{n, n4})) > 0 {
 			leaving = []*proc.Node{n, n4}
 			break
 		}
@@ -193,20 +203,21 @@ func (c *cluster) join(id, ip string, extra []string) *proc.Node {
 	return n
 }
 
-// sharedGroups returns the Raft groups whose placement over nodes puts every one of leaving
-// among their replicas.
-func sharedGroups(nodes, leaving []*proc.Node) []uint32 {
-	var metas []placement.NodeMeta
-	for _, n := range nodes {
-		metas = append(metas, placement.NodeMeta{ID: n.Config.NodeID})
+// sharedGroups returns the Raft groups that have every one of leaving among their voters, as
+// nodes[0]'s view of the cluster shows them.
+func (c *cluster) sharedGroups(nodes, leaving []*proc.Node) []uint32 {
+	c.t.Helper()
+	var v clusterView
+	if err := c.getJSON(nodes[0], "/v1/cluster", &v); err != nil {
+		c.t.Fatal(err)
 	}
 	var out []uint32
-	for g := range uint32(raftGroups) {
-		desired := placement.Desired(g, metas, replicationFactor)
-		if !slices.ContainsFunc(leaving, func(n *proc.Node) bool {
-			return !slices.ContainsFunc(desired, func(d placement.NodeMeta) bool { return d.ID == n.Config.NodeID })
-		}) {
-			out = append(out, g)
+	for _, p := range v.Partitions {
+		if slices.Contains(out, p.Group) {
+			continue
+		}
+		if !slices.ContainsFunc(leaving, func(n *proc.Node) bool { return !slices.Contains(p.Voters, n.Config.NodeID) }) {
+			out = append(out, p.Group)
 		}
 	}
 	return out
@@ -275,6 +286,13 @@ func (c *cluster) placementProblem(nodes []*proc.Node, metas []placement.NodeMet
 		}
 		views[n.Config.NodeID] = v
 	}
+	var groups []uint32
+	for _, pv := range views[nodes[0].Config.NodeID].Partitions {
+		if !slices.Contains(groups, pv.Group) {
+			groups = append(groups, pv.Group)
+		}
+	}
+	placed := placement.Placement(groups, metas, replicationFactor)
 	for p := range uint32(partitions) {
 		leader := ""
 		for _, n := range nodes {
@@ -286,7 +304,7 @@ func (c *cluster) placementProblem(nodes []*proc.Node, metas []placement.NodeMet
 		}
 		var want []string
 		pv := views[leader].Partitions[p]
-		for _, d := range placement.Desired(pv.Group, metas, replicationFactor) {
+		for _, d := range placed[pv.Group] {
 			want = append(want, d.ID)
 		}
 		slices.Sort(want)

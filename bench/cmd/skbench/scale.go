@@ -179,9 +179,10 @@ func readyz(url string) func(context.Context) error {
 	return probe.Readyz
 }
 
-// waitLeaders waits until every one of the n nodes leads a Raft group, as the routing table
-// says (or, with fewer groups than nodes, until every group's leader is a different node), for
-// at most wait. It returns how many lead and how long it took (-1 when that did not happen).
+// waitLeaders waits until every one of the n nodes leads a Raft group (as the routing table
+// says: the groups split as the cluster grows) and every group has a leader, for at most
+// wait. With fewer partitions than nodes it waits for one leader per partition. It returns
+// how many lead and how long it took (-1 when that did not happen).
 func waitLeaders(ctx context.Context, urls []string, n int, wait time.Duration) (int, time.Duration) {
 	start := time.Now()
 	c, err := client.New(urls, client.WithRetryPolicy(client.NoRetry))
@@ -194,14 +195,15 @@ func waitLeaders(ctx context.Context, urls []string, n int, wait time.Duration) 
 		rt, err := c.GetRoutes(cctx)
 		cancel()
 		if err == nil {
-			seen := map[string]bool{}
+			seen, led := map[string]bool{}, true
 			for _, g := range rt.Groups {
 				if g.Leader != "" {
 					seen[g.Leader] = true
 				}
+				led = led && g.Leader != ""
 			}
 			leaders = len(seen)
-			if leaders >= min(n, len(rt.Groups)) {
+			if led && leaders >= min(n, rt.Partitions) {
 				return leaders, time.Since(start)
 			}
 		}
