@@ -68,14 +68,14 @@ func startClusterBinding(t *testing.T, bindAll bool, extra ...string) *cluster {
 	c := &cluster{t: t, dir: outDir(t), hc: &http.Client{Timeout: 2 * time.Second}, start: time.Now()}
 	var gids []uint32
 	if netReason == "" {
-		for i := range nodeIPs {
+		for i := range clusterSize {
 			gids = append(gids, nodeGID(i))
 		}
 	}
 	begin := time.Now()
 	c.nodes = proc.StartCluster(t, proc.ClusterConfig{
-		Bin: proc.Build(t, "./cmd/shardkeeper"), Command: []string{"serve"}, N: len(nodeIPs),
-		IPs: nodeIPs, GIDs: gids, Flags: append(slices.Clone(nodeFlags), extra...), LogDir: c.dir, BindAll: bindAll, TLSDir: tlsDir,
+		Bin: proc.Build(t, "./cmd/shardkeeper"), Command: []string{"serve"}, N: clusterSize,
+		IPs: nodeIPs[:clusterSize], GIDs: gids, Flags: append(slices.Clone(nodeFlags), extra...), LogDir: c.dir, BindAll: bindAll, TLSDir: tlsDir,
 	})
 	for _, n := range c.nodes {
 		n.WaitReady(60 * time.Second)

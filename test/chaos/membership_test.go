@@ -86,7 +86,7 @@ func TestGrowAndShrinkUnderLoad(t *testing.T) {
 	time.Sleep(loadBefore)
 
 	var extra []*proc.Node
-	for i, ip := range []string{"127.0.0.14", "127.0.0.15"} {
+	for i, ip := range nodeIPs[clusterSize:] {
 		extra = append(extra, c.join("n"+strconv.Itoa(4+i), ip, graceFlags))
 	}
 	for _, n := range extra {
@@ -196,8 +196,12 @@ func (c *cluster) join(id, ip string, extra []string) *proc.Node {
 	for _, n := range c.nodes {
 		joins = append(joins, n.GossipAddr)
 	}
+	var gid uint32
+	if i := slices.Index(nodeIPs, ip); i >= 0 && netReason == "" {
+		gid = nodeGID(i) // network faults reach it too
+	}
 	n := proc.Start(c.t, proc.Config{Bin: proc.Build(c.t, "./cmd/shardkeeper"), Command: []string{"serve"},
-		NodeID: id, IP: ip, LogDir: c.dir, TLSDir: tlsDir,
+		NodeID: id, IP: ip, LogDir: c.dir, TLSDir: tlsDir, GID: gid,
 		Flags: slices.Concat([]string{"--bootstrap-expect", "3", "--join", strings.Join(joins, ",")}, nodeFlags, extra)})
 	c.note("started %s", id)
 	return n

@@ -29,8 +29,12 @@ import (
 // starts, so that every connection is marked from its first packet, and deleted at exit.
 const nftTable = "shardkeeper_chaos"
 
-// nodeIPs are the loopback addresses of n1, n2, n3.
-var nodeIPs = []string{"127.0.0.11", "127.0.0.12", "127.0.0.13"}
+// nodeIPs are the loopback addresses of n1, n2, n3, and of n4 and n5, which some tests join
+// to the cluster of the first three (clusterSize).
+var nodeIPs = []string{"127.0.0.11", "127.0.0.12", "127.0.0.13", "127.0.0.14", "127.0.0.15"}
+
+// clusterSize is the number of nodes a scenario's cluster starts with.
+const clusterSize = 3
 
 // nodeGID is the group id node i (0-based) runs with when network faults are enabled.
 func nodeGID(i int) uint32 { return 40011 + uint32(i) }
