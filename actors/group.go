@@ -1,6 +1,7 @@
 package actors
 
 import (
+	"slices"
 	"sync"
 	"time"
 
@@ -61,6 +62,9 @@ func (g *group) release(p *partition) {
 func (g *group) take(p *partition) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	if slices.Contains(g.parts, p) {
+		return
+	}
 	g.parts = append(g.parts, p)
 	p.grp.Store(g)
 	if g.leader {

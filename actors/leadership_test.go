@@ -172,7 +172,7 @@ func TestPartitionsMoveToTheSplitGroup(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rt.Regroup(spans)
+	rt.Regroup(func() []persistence.Group { return spans })
 	child := persistence.SplitID(at, 1)
 	for p, id := range ids {
 		_, err := rt.Call(context.Background(), testkinds.CounterKind, id, actors.Request{Method: "incr"})
@@ -204,5 +204,47 @@ func TestPartitionsMoveToTheSplitGroup(t *testing.T) {
 	}
 	if v := string(actortest.MustCall(t, rt, testkinds.CounterKind, ids[at], "incr", nil)); v != "3" {
 		t.Fatalf("a moved partition after the old group lost the leadership: incr = %s, want 3", v)
+	}
+}
+
+// Regroup calls from several goroutines, with older and newer ranges, apply one after the
+// other: the last call's ranges hold, every partition is in exactly one group, and a group
+// led here opens each of its partitions once.
+func TestConcurrentRegroups(t *testing.T) {
+	rt, b := newBigGroup(t)
+	rt.SetLeader(0, true)
+	actortest.WaitReady(t, rt, bigGroup)
+	const at = bigGroup / 2
+	split, err := b.Split(0, at)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := []persistence.Group{{ID: 0, First: 0, End: bigGroup}}
+	var wg sync.WaitGroup
+	for i := range 8 {
+		wg.Go(func() {
+			for range 20 {
+				if i%2 == 0 {
+					rt.Regroup(func() []persistence.Group { return before })
+				} else {
+					rt.Regroup(func() []persistence.Group { return split })
+				}
+			}
+		})
+	}
+	wg.Wait()
+	rt.Regroup(func() []persistence.Group { return split })
+	child := persistence.SplitID(at, 1)
+	rt.SetLeader(child, true)
+	actortest.WaitReady(t, rt, bigGroup)
+	ids := idsPerPartition()
+	for p, id := range ids {
+		if v := string(actortest.MustCall(t, rt, testkinds.CounterKind, id, "incr", nil)); v != "1" {
+			t.Fatalf("partition %d: incr = %s, want 1", p, v)
+		}
+	}
+	rt.SetLeader(0, false)
+	if _, err := rt.Call(context.Background(), testkinds.CounterKind, ids[at], actors.Request{Method: "incr"}); err != nil {
+		t.Fatalf("a partition of the new group after the old one lost the leadership: %v", err)
 	}
 }

@@ -175,6 +175,9 @@ func (p *partition) stopAll(acts map[actKey]*actRef, sched *scheduler) {
 func (p *partition) open(lastTime int64) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if p.ready {
+		return // opened once for this gain already
+	}
 	if lastTime > p.clock.Load() {
 		p.clock.Store(lastTime)
 	}

@@ -63,6 +63,10 @@ type Runtime struct {
 	// splits create).
 	groupsMu sync.RWMutex
 	groups   map[uint32]*group
+	// unheld holds the partitions no group holds here (Regroup); it is never led.
+	unheld *group
+	// regroupMu serializes Regroup.
+	regroupMu sync.Mutex
 	// dispatcher runs the activations' mailboxes on reused goroutines.
 	dispatcher *dispatcher
 	// live counts activations spawned and not yet stopped, so Close can wait for them.
@@ -141,11 +145,14 @@ func New(opts Options, kinds ...Kind) (*Runtime, error) {
 	for p := range opts.Partitions {
 		r.parts = append(r.parts, newPartition(r, uint32(p)))
 	}
-	spans := make([]persistence.Group, layout.Count())
-	for g := range spans {
-		spans[g] = layout.Group(uint32(g))
-	}
-	r.Regroup(spans)
+	r.unheld = newGroup(r, persistence.Group{ID: ^uint32(0)})
+	r.Regroup(func() []persistence.Group {
+		spans := make([]persistence.Group, layout.Count())
+		for g := range spans {
+			spans[g] = layout.Group(uint32(g))
+		}
+		return spans
+	})
 	return r, nil
 }
 
@@ -179,16 +186,21 @@ func (r *Runtime) allGroups() []*group {
 
 // Regroup gives each partition to the Raft group that holds it on this node, as spans (each
 // group's id and range) say: where ranges overlap — a group lagging behind a split, and the
-// group the split created — the one starting later holds it. A partition that moves stops
-// on this node at once; calls for it are refused (ErrNotApplied, so they go where it is now
-// led) until its new group is led here and its Barrier passed. Partitions no span covers
-// stay where they are. Calls for one group must not overlap (cluster.Host makes them from
-// the applying group's FSM goroutine, before the group a split created can report a leader).
-func (r *Runtime) Regroup(spans []persistence.Group) {
-	spans = slices.Clone(spans)
-	slices.SortFunc(spans, func(a, b persistence.Group) int { return cmp.Compare(a.First, b.First) })
+// group the split created — the one starting later holds it; a partition no span covers is
+// held by none and refuses calls. A partition that moves stops on this node at once; calls
+// for it are refused (ErrNotApplied, so they go where it is led now) until its new group is
+// led here and its Barrier passed. spans is read under the runtime's regroup lock, so
+// concurrent calls apply one after the other and the last one applies the newest ranges.
+func (r *Runtime) Regroup(spans func() []persistence.Group) {
+	r.regroupMu.Lock()
+	defer r.regroupMu.Unlock()
+	all := slices.Clone(spans())
+	slices.SortFunc(all, func(a, b persistence.Group) int { return cmp.Compare(a.First, b.First) })
 	owner := make([]*group, len(r.parts))
-	for _, s := range spans {
+	for i := range owner {
+		owner[i] = r.unheld
+	}
+	for _, s := range all {
 		g := r.group(s.ID, s)
 		for p := s.First; p < s.End && int(p) < len(owner); p++ {
 			owner[p] = g
@@ -196,7 +208,7 @@ func (r *Runtime) Regroup(spans []persistence.Group) {
 	}
 	for p, g := range owner {
 		part := r.parts[p]
-		if from := part.grp.Load(); g != nil && from != g {
+		if from := part.grp.Load(); from != g {
 			if from != nil {
 				from.release(part)
 			}
@@ -281,6 +293,7 @@ func (r *Runtime) Close() {
 	for _, g := range r.allGroups() {
 		g.close()
 	}
+	r.unheld.close()
 	stopped := make(chan struct{})
 	go func() {
 		r.live.Wait()

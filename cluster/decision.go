@@ -288,6 +288,10 @@ type SplitSituation struct {
 	// Capable is false while any live member runs a release that cannot apply a split: it
 	// would refuse the entry its group's other replicas apply, and diverge.
 	Capable bool
+	// Splits tells, by server id, the members (failed ones too, as gossip last saw them)
+	// whose release applies splits. Every server of the group's configuration must: a
+	// replica that is down now applies the entry when it comes back.
+	Splits map[string]bool
 	// PerNode is the number of groups per node the cluster aims for.
 	PerNode int
 }
@@ -295,7 +299,8 @@ type SplitSituation struct {
 // DecideSplit decides whether this node splits a group it leads: while the cluster has fewer
 // groups than PerNode per node (at most P), the group with the most partitions (the lowest
 // first partition among equals) is cut in the middle, by its leader, once its configuration
-// is settled (voters only: no replica on its way in). Every node computes the same group from
+// is settled (voters only: no replica on its way in) and every one of its servers runs a
+// release that applies splits. Every node computes the same group from
 // the same view, so one split happens at a time, and the next is decided once gossip shows
 // the result. ok is false when no split is due here.
 func DecideSplit(s SplitSituation) (g, at uint32, reason string, ok bool) {
@@ -317,7 +322,7 @@ func DecideSplit(s SplitSituation) (g, at uint32, reason string, ok bool) {
 			continue
 		}
 		for _, sv := range in.Servers {
-			if sv.Suffrage != raft.Voter {
+			if sv.Suffrage != raft.Voter || !s.Splits[string(sv.ID)] {
 				return 0, 0, "", false
 			}
 		}

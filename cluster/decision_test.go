@@ -29,7 +29,7 @@ import (
 //
 //	split partitions=16 nodes=6 [per-node=1] [incapable]
 //	groups: 0=0-5 1=5-10 …                    the cluster's groups: id=first-end
-//	led: 1=5-10 …                             groups led here: id=first-end[,nonvoter]
+//	led: 1=5-10 …                             groups led here: id=first-end[,nonvoter|,old-voter]
 func TestDecide(t *testing.T) {
 	datadriven.RunTest(t, "testdata/decide", func(t *testing.T, td *datadriven.TestData) string {
 		if td.Cmd != "decide" {
@@ -132,7 +132,7 @@ func TestDecideBalance(t *testing.T) {
 
 func TestDecideSplit(t *testing.T) {
 	datadriven.RunTest(t, "testdata/split", func(t *testing.T, td *datadriven.TestData) string {
-		s := SplitSituation{PerNode: 1, Capable: !td.HasArg("incapable")}
+		s := SplitSituation{PerNode: 1, Capable: !td.HasArg("incapable"), Splits: map[string]bool{"a@1": true, "b@1": true}}
 		td.ScanArgs(t, "partitions", &s.Partitions)
 		td.ScanArgs(t, "nodes", &s.Nodes)
 		td.MaybeScanArgs(t, "per-node", &s.PerNode)
@@ -151,8 +151,11 @@ func TestDecideSplit(t *testing.T) {
 			r, extra, _ := strings.Cut(kv[1], ",")
 			g := span(kv[0], r)
 			in := GroupInfo{ID: g.ID, First: g.First, End: g.End, Servers: []raft.Server{{ID: "a@1", Suffrage: raft.Voter}}}
-			if extra == "nonvoter" {
+			switch extra {
+			case "nonvoter":
 				in.Servers = append(in.Servers, raft.Server{ID: "b@1", Suffrage: raft.Nonvoter})
+			case "old-voter": // a voter whose release does not apply splits (down, say)
+				in.Servers = append(in.Servers, raft.Server{ID: "o@1", Suffrage: raft.Voter})
 			}
 			s.Led = append(s.Led, in)
 		}

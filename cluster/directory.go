@@ -89,8 +89,10 @@ type Directory struct {
 	// records' ranges: where ranges overlap, the group that starts later, which a split made
 	// from the other. Rebuilt (under mu) when a range changes.
 	table atomic.Pointer[[]uint32]
-	// ensuring holds the groups a record named that this node is opening an instance of.
+	// ensuring holds the groups a record named that this node is opening an instance of,
+	// opened by the goroutines of ensured (Stop waits for them).
 	ensuring map[uint32]bool
+	ensured  sync.WaitGroup
 }
 
 type sentRecord struct {
@@ -124,6 +126,9 @@ func (d *Directory) rebuild() {
 	}
 	slices.SortStableFunc(spans, func(a, b persistence.Group) int { return cmp.Compare(a.First, b.First) })
 	table := make([]uint32, d.layout.Partitions)
+	for i := range table {
+		table[i] = noOwner // a partition no known group holds: routed nowhere until one does
+	}
 	for _, g := range spans {
 		for p := g.First; p < g.End && int(p) < len(table); p++ {
 			table[p] = g.ID
@@ -180,10 +185,11 @@ func (d *Directory) Start() {
 	}()
 }
 
-// Stop ends gossiping.
+// Stop ends gossiping, and waits for the instances of groups heard of to be opened.
 func (d *Directory) Stop() {
 	close(d.stop)
 	<-d.done
+	d.ensured.Wait()
 }
 
 // publish broadcasts the record of each group led here that changed, or was last sent
@@ -260,9 +266,16 @@ func (d *Directory) merge(rec record) {
 	if !had || old.First != rec.First || old.End != rec.End {
 		d.rebuild()
 	}
+	select {
+	case <-d.stop:
+		return // stopping: the host is closing
+	default:
+	}
 	if rec.G>>31 != 0 && !d.ensuring[rec.G] && !slices.ContainsFunc(d.cfg.Host.Spans(), func(g persistence.Group) bool { return g.ID == rec.G }) {
 		d.ensuring[rec.G] = true
+		d.ensured.Add(1)
 		go func() {
+			defer d.ensured.Done()
 			if err := d.cfg.Host.EnsureGroup(span); err != nil {
 				d.cfg.Logger.Warn("cannot open an instance of a raft group a split made", "group", groupName(rec.G), "error", err)
 				d.mu.Lock()

@@ -74,8 +74,9 @@ type Host struct {
 
 	// mu guards groups, which only grows (a group opens once and stays until Close), and
 	// spans.
-	mu     sync.RWMutex
-	groups map[uint32]*group
+	mu      sync.RWMutex
+	groups  map[uint32]*group
+	opening map[uint32]chan struct{} // groups being opened, closed when done
 	// spans is each group's range as this node knows it: its FSM's, or, for a group about
 	// to open, the recorded one. owners is the map it makes (see rebuildOwners).
 	spans  map[uint32]persistence.Group
@@ -117,7 +118,8 @@ func NewHost(cfg HostConfig) (*Host, error) {
 	if cfg.Advertise != nil {
 		advertise = cfg.Advertise(advertise)
 	}
-	h := &Host{cfg: cfg, mux: mux, addr: advertise, hlog: newHclog(cfg.Logger, "raft"), stop: make(chan struct{}), groups: map[uint32]*group{}}
+	h := &Host{cfg: cfg, mux: mux, addr: advertise, hlog: newHclog(cfg.Logger, "raft"), stop: make(chan struct{}), groups: map[uint32]*group{},
+		opening: map[uint32]chan struct{}{}}
 	spans, err := cfg.Store.Groups(cfg.Layout)
 	if err != nil {
 		h.Close()
@@ -140,39 +142,65 @@ func NewHost(cfg HostConfig) (*Host, error) {
 }
 
 // open starts group pg's Raft here, unless it runs already, and reports its leadership
-// from then on if Start was called. The watchers of ranges hear of a group new here.
+// from then on if Start was called. The watchers of ranges hear of a group new here. The
+// Raft instance is made outside h.mu (a birth writes a snapshot of the group's state); a
+// second caller for the same group waits for the first.
 func (h *Host) open(pg persistence.Group) (*group, error) {
-	added := false
-	defer func() {
+	for {
+		h.mu.Lock()
+		if g, ok := h.groups[pg.ID]; ok {
+			h.mu.Unlock()
+			return g, nil
+		}
+		select {
+		case <-h.stop:
+			h.mu.Unlock()
+			return nil, raft.ErrRaftShutdown
+		default:
+		}
+		if ch, ok := h.opening[pg.ID]; ok {
+			h.mu.Unlock()
+			<-ch
+			continue
+		}
+		ch := make(chan struct{})
+		h.opening[pg.ID] = ch
+		added := false
+		if _, ok := h.spans[pg.ID]; !ok {
+			h.spans[pg.ID] = pg
+			h.rebuildOwners()
+			added = true
+		}
+		h.mu.Unlock()
+
+		g, err := h.openGroup(pg, h.addr, h.hlog.With("group", groupName(pg.ID)))
+		h.mu.Lock()
+		delete(h.opening, pg.ID)
+		close(ch)
+		stopped := false
+		select {
+		case <-h.stop:
+			stopped = true
+		default:
+		}
+		if err == nil && !stopped {
+			h.groups[pg.ID] = g
+			if h.onLeadership != nil {
+				h.wg.Add(1)
+				go h.watchLeadership(g)
+			}
+		}
+		h.mu.Unlock()
+		if err == nil && stopped { // Close came meanwhile and waited for this
+			_ = g.raft.Shutdown().Error()
+			_ = g.trans.Close()
+			return nil, raft.ErrRaftShutdown
+		}
 		if added {
 			h.spansChanged()
 		}
-	}()
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if g, ok := h.groups[pg.ID]; ok {
-		return g, nil
+		return g, err
 	}
-	select {
-	case <-h.stop:
-		return nil, raft.ErrRaftShutdown
-	default:
-	}
-	if _, ok := h.spans[pg.ID]; !ok {
-		h.spans[pg.ID] = pg
-		h.rebuildOwners()
-		added = true
-	}
-	g, err := h.openGroup(pg, h.addr, h.hlog.With("group", groupName(pg.ID)))
-	if err != nil {
-		return nil, err
-	}
-	h.groups[pg.ID] = g
-	if h.onLeadership != nil {
-		h.wg.Add(1)
-		go h.watchLeadership(g)
-	}
-	return g, nil
 }
 
 // group returns group id's instance here, nil when this node has none.
@@ -652,7 +680,7 @@ func (h *Host) TransferLeadership() {
 
 // Close shuts every group down (leadership is not handed over; see LeaveGracefully).
 func (h *Host) Close() error {
-	h.mu.Lock() // no group opens after this
+	h.mu.Lock() // no group starts opening after this
 	select {
 	case <-h.stop:
 		h.mu.Unlock()
@@ -660,7 +688,14 @@ func (h *Host) Close() error {
 	default:
 		close(h.stop)
 	}
+	var opening []chan struct{}
+	for _, ch := range h.opening {
+		opening = append(opening, ch)
+	}
 	h.mu.Unlock()
+	for _, ch := range opening {
+		<-ch // it shuts its own instance down
+	}
 	var mu sync.Mutex
 	var errs []error
 	var wg sync.WaitGroup

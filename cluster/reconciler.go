@@ -160,7 +160,7 @@ func (r *Reconciler) Pass(now time.Time) {
 	r.mu.Lock()
 	r.missing = missing
 	r.mu.Unlock()
-	r.split(led, alive)
+	r.split(led, alive, members)
 
 	leading := map[string]int{}
 	addrs := map[string]raft.ServerAddress{}
@@ -204,12 +204,16 @@ func desiredOf(placement map[uint32][]NodeMeta, g uint32, alive []NodeMeta, r in
 }
 
 // split cuts a group led here when DecideSplit says so.
-func (r *Reconciler) split(led []GroupInfo, alive []NodeMeta) {
+func (r *Reconciler) split(led []GroupInfo, alive []NodeMeta, members []Member) {
 	if r.cfg.Groups == nil || r.cfg.GroupsPerNode <= 0 {
 		return
 	}
 	s := SplitSituation{Partitions: r.cfg.Host.Layout().Partitions, Groups: r.cfg.Groups.KnownGroups(), Led: led,
-		Capable: true, PerNode: r.cfg.GroupsPerNode}
+		Capable: true, PerNode: r.cfg.GroupsPerNode, Splits: map[string]bool{}}
+	for _, m := range members {
+		s.Splits[m.ServerID] = m.Splits
+	}
+	s.Splits[r.cfg.Host.ServerID()] = true
 	for _, m := range alive {
 		s.Capable = s.Capable && m.Splits
 		if !m.Retiring {

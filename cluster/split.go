@@ -55,6 +55,9 @@ func (h *Host) Split(g, at uint32, timeout time.Duration) (persistence.Group, er
 func (h *Host) born(parent, child persistence.Group) {
 	h.mu.Lock()
 	h.spans[parent.ID] = parent
+	if g, ok := h.groups[child.ID]; ok {
+		child = g.fsm.Group() // held here already, maybe with a range a later split shrank
+	}
 	h.spans[child.ID] = child
 	h.rebuildOwners()
 	h.mu.Unlock()
@@ -77,10 +80,20 @@ func (h *Host) EnsureGroup(g persistence.Group) error {
 	if h.group(g.ID) != nil {
 		return nil
 	}
-	if err := h.cfg.Store.RecordGroup(g); err != nil {
+	h.mu.RLock()
+	select {
+	case <-h.stop: // the store may be closing
+		h.mu.RUnlock()
+		return raft.ErrRaftShutdown
+	default:
+	}
+	// Recorded under h.mu, so that Close, which waits for opens, never overtakes it.
+	err := h.cfg.Store.RecordGroup(g)
+	h.mu.RUnlock()
+	if err != nil {
 		return err
 	}
-	_, err := h.open(g)
+	_, err = h.open(g)
 	return err
 }
 

@@ -88,7 +88,11 @@ func (m *Mux) Layer(g uint32, advertise string) raft.StreamLayer {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if l, ok := m.layers[g]; ok {
-		return l
+		select {
+		case <-l.closed: // its transport shut down (a group that failed to open): a new one
+		default:
+			return l
+		}
 	}
 	l := &streamLayer{p: g, addr: raftAddr(RaftAddress(advertise, m.serverID)), peers: m.peers, conns: make(chan net.Conn), closed: make(chan struct{})}
 	m.layers[g] = l

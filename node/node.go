@@ -155,8 +155,8 @@ func Start(cfg config.Config, opts Options) (n *Node, err error) {
 	}
 	// The runtime hears of every split before the group it creates can report a leader;
 	// the regroup after registering covers those applied before.
-	host.WatchSpans(func() { n.runtime.Regroup(host.Spans()) })
-	n.runtime.Regroup(host.Spans())
+	host.WatchSpans(func() { n.runtime.Regroup(host.Spans) })
+	n.runtime.Regroup(host.Spans)
 	host.Start(n.runtime.SetLeader)
 
 	if n.membership, err = cluster.StartMembership(cluster.MembershipConfig{

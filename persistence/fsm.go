@@ -133,6 +133,10 @@ func (f *FSM) ApplyBatch(logs []*raft.Log) []any {
 			continue
 		}
 		if len(l.Data) > 0 && l.Data[0] == commandSplit {
+			if children == nil {
+				f.s.groupsMu.Lock() // until the batch commits (Store.groupsMu)
+				children = []Group{}
+			}
 			t, sp, err := decodeSplit(l.Data[1:])
 			var child Group
 			if err == nil {
@@ -180,12 +184,16 @@ func (f *FSM) ApplyBatch(logs []*raft.Log) []any {
 	// A split is synced: the child's Raft state is written from it, outside this batch, and
 	// must never be older than what it was written from.
 	sync := pebble.NoSync
-	if len(children) > 0 {
+	if children != nil {
 		sync = pebble.Sync
 	}
 	// A failed state write cannot be skipped without diverging from the other replicas, and
 	// cannot be retried blindly: stop the process, as etcd does, and let restart replay.
-	if err := b.Commit(sync); err != nil {
+	err := b.Commit(sync)
+	if children != nil {
+		f.s.groupsMu.Unlock()
+	}
+	if err != nil {
 		panic(fmt.Sprintf("group %d: apply up to %d: %v", g.ID, applied, err))
 	}
 	f.applied.Store(applied)

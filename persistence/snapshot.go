@@ -45,6 +45,11 @@ var crcTable = crc32.MakeTable(crc32.Castagnoli)
 // write the restored state, or nothing, under this snapshot's index).
 func (f *FSM) Snapshot() (raft.FSMSnapshot, error) {
 	g := f.Group()
+	// A group lagging behind a split, whose child this node already holds, would capture
+	// the child's newer state as its own: it snapshots once it has applied the split.
+	if held, err := f.heldFrom(g); err != nil || held != g.End {
+		return nil, fmt.Errorf("snapshot of group %d: partitions of its range are held here by a group a later split made; it snapshots once it has applied the split", g.ID)
+	}
 	if err := f.s.db.LogData(nil, pebble.Sync); err != nil {
 		return nil, fmt.Errorf("sync before snapshot of group %d: %w", g.ID, err)
 	}
@@ -81,6 +86,9 @@ func (s *fsmSnapshot) write(w io.Writer) error {
 	_, _ = bw.WriteString(magic)
 	var frame []byte
 	for ok := it.First(); ok; ok = it.Next() {
+		if !inGroupState(it.Key(), s.g) {
+			continue // a Raft section inside the range: local to this replica
+		}
 		v, err := it.ValueAndErr()
 		if err != nil {
 			it.Close()

@@ -260,10 +260,18 @@ func (s *Store) Groups(l Layout) ([]Group, error) {
 }
 
 // RecordGroup records that this node holds an instance of g, a group born by a split
-// elsewhere, so that it is opened again after a restart. Its state arrives by snapshot.
+// elsewhere, so that it is opened again after a restart; its state arrives by snapshot. A
+// group recorded already (born here by the split) stays as it is.
 func (s *Store) RecordGroup(g Group) error {
 	if g.ID>>31 == 0 || g.End <= g.First {
 		return fmt.Errorf("record group %#x [%d, %d): not a split-born group", g.ID, g.First, g.End)
+	}
+	s.groupsMu.Lock()
+	defer s.groupsMu.Unlock()
+	if _, closer, err := s.db.Get(groupRecordKey(g.ID)); err == nil {
+		return closer.Close()
+	} else if !errors.Is(err, pebble.ErrNotFound) {
+		return err
 	}
 	v := binary.BigEndian.AppendUint32(binary.BigEndian.AppendUint32(nil, g.First), g.End)
 	return s.db.Set(groupRecordKey(g.ID), v, pebble.Sync)

@@ -198,9 +198,18 @@ func TestSplitLaggingReplica(t *testing.T) {
 	wantValue(t, s, 2, "y", "2")
 	wantValue(t, s, 5, "x", "child's")
 
+	// Lagging, it takes no snapshot: it would pass the child's newer state off as its own.
+	if _, err := f.Snapshot(); err == nil {
+		t.Fatal("a group lagging behind a split whose child is held here took a snapshot")
+	}
 	apply(t, f, splitLog(2, 20, 4, child.ID))
 	if f.Group().End != 4 {
 		t.Fatalf("after the split: %+v", f.Group())
+	}
+	if snap, err := f.Snapshot(); err != nil {
+		t.Fatalf("snapshot after the split: %v", err)
+	} else {
+		snap.Release()
 	}
 	wantValue(t, s, 5, "x", "child's")
 	if cf.AppliedIndex() != 7 {

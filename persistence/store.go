@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"log/slog"
 	"strings"
+	"sync"
 	"syscall"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -26,6 +27,10 @@ type Store struct {
 	opts   *pebble.Options // as opened (defaults filled in): sstables for ingestion match them
 	dir    string
 	logger *slog.Logger
+	// groupsMu orders the records of split-born groups: a split's apply decides whether
+	// this node holds its child already and commits under it, and RecordGroup writes under
+	// it, so a group is either born by the split here or recorded before it, never both.
+	groupsMu sync.Mutex
 }
 
 // Open opens (creating if needed) the Pebble database in dir. With a guard, an ENOSPC of

@@ -11,6 +11,8 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -28,7 +30,7 @@ const (
 	chainEntities = 40
 	chainVersions = 5 // per entity: 200 events
 	chainWorkers  = 12
-	chainName     = "chaos"
+	chainName     = "ledger" // partition 3: the upper half of group 0, which the first split moves
 	chainToken    = "chaos-chain-token-0123456789abcdef-0123"
 )
 
@@ -42,8 +44,82 @@ const (
 // the fake (seq 1..200 without gap or duplicate, every link and CID right); every transaction
 // the fake mined is on the chain (no orphan, no fork); every accepted version is on it
 // exactly once, and the version index, the entities' latest pointers and the head agree with
-// the chain.
+// the chain. In grow-shrink, instead of the kills, two nodes join while uploads are under
+// way, which splits the Raft group holding the chain (its partition moves to the new group),
+// and leave again (SIGTERM) before the end.
 func TestChainExactlyOnce(t *testing.T) {
+	for _, ctl := range []struct {
+		name  string
+		short bool
+		run   func(c *cluster, h *chainHistory, at func(n int), p uint32)
+	}{
+		{"kill-leader", true, killChainLeader},
+		{"grow-shrink", false, growUnderChain},
+	} {
+		t.Run(ctl.name, func(t *testing.T) {
+			if testing.Short() && !ctl.short {
+				t.Skip("not part of the -short subset (make chaos runs it)")
+			}
+			runChainScenario(t, ctl.run)
+		})
+	}
+}
+
+// killChainLeader SIGKILLs the chain's leader twice while uploads are under way, each time
+// restarting it on its data once the survivors answer.
+func killChainLeader(c *cluster, h *chainHistory, at func(n int), p uint32) {
+	total := chainEntities * chainVersions
+	for _, n := range []int{total / 4, total * 2 / 3} {
+		at(n)
+		leader := c.leaderOf(p)
+		v := c.nodeIndex(leader)
+		if v < 0 {
+			c.t.Errorf("no leader known for the chain's partition %d", p)
+			return
+		}
+		c.note("SIGKILL %s, leader of the chain's partition %d, uploads under way (%d appends answered)", leader, p, h.posted())
+		c.nodes[v].Kill()
+		at(n + 25)
+		c.nodes[v].Restart()
+		c.nodes[v].WaitReady(60 * time.Second)
+		c.note("%s restarted on its data and ready", leader)
+		c.waitLeaders(30 * time.Second)
+	}
+}
+
+// growUnderChain joins two nodes while uploads are under way, which splits the group
+// holding the chain's partition, and stops them again before the end.
+func growUnderChain(c *cluster, h *chainHistory, at func(n int), p uint32) {
+	total := chainEntities * chainVersions
+	at(total / 4)
+	before := c.groupOf(p)
+	var extra []*proc.Node
+	for i, ip := range nodeIPs[clusterSize:] {
+		extra = append(extra, c.join("n"+strconv.Itoa(clusterSize+1+i), ip, graceFlags))
+	}
+	all := append(slices.Clone(c.nodes), extra...)
+	for _, n := range extra {
+		n.WaitReady(60 * time.Second)
+	}
+	c.awaitView(all[0], time.Now().Add(90*time.Second), "the chain's partition in a group of its own", func(v clusterView) string {
+		if g := v.Partitions[p].Group; g == before {
+			return fmt.Sprintf("partition %d still in group %#x", p, g)
+		}
+		return ""
+	})
+	c.note("the chain's partition %d moved from group %#x to %#x (%d appends answered)", p, before, c.groupOf(p), h.posted())
+	c.waitPlaced(all, 90*time.Second)
+	at(total * 2 / 3)
+	for i := len(extra) - 1; i >= 0; i-- {
+		if code := extra[i].Term(); code != 0 {
+			c.t.Errorf("%s exited %d after SIGTERM, want 0", extra[i].Config.NodeID, code)
+		}
+		c.note("%s stopped (%d appends answered)", extra[i].Config.NodeID, h.posted())
+	}
+	c.waitPlaced(c.nodes, deadGrace+30*time.Second)
+}
+
+func runChainScenario(t *testing.T, control func(c *cluster, h *chainHistory, at func(n int), p uint32)) {
 	const seed = 1
 	fake := fakearweave.New(fakearweave.Config{BlockInterval: 100 * time.Millisecond, Seed: seed})
 	gw := httptest.NewServer(fake)
@@ -67,22 +143,9 @@ func TestChainExactlyOnce(t *testing.T) {
 	p := actors.PartitionOf(chain.KindName, chainName, partitions)
 	var ctl sync.WaitGroup
 	ctl.Go(func() {
-		for _, at := range []int{total / 4, total * 2 / 3} {
-			waitFor("kill point", 90*time.Second, func() bool { return acked >= at || done == chainWorkers })
-			leader := c.leaderOf(p)
-			v := c.nodeIndex(leader)
-			if v < 0 {
-				t.Errorf("no leader known for the chain's partition %d", p)
-				return
-			}
-			c.note("SIGKILL %s, leader of the chain's partition %d, uploads under way (%d appends answered)", leader, p, h.posted())
-			c.nodes[v].Kill()
-			waitFor("answers through the survivors", 30*time.Second, func() bool { return acked >= at+25 || done == chainWorkers })
-			c.nodes[v].Restart()
-			c.nodes[v].WaitReady(60 * time.Second)
-			c.note("%s restarted on its data and ready", leader)
-			c.waitLeaders(30 * time.Second)
-		}
+		control(c, h, func(n int) {
+			waitFor("control point", 90*time.Second, func() bool { return acked >= n || done == chainWorkers })
+		}, p)
 	})
 
 	var next sync.Mutex

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -39,6 +40,7 @@ var faults = []fault{
 	{name: "partition-leader", short: true, net: true, run: isolateLeader},
 	{name: "partition-bridge", net: true, run: bridge},
 	{name: "partition-one-way", net: true, run: oneWay},
+	{name: "grow-shrink", retry: true, run: growAndShrink},
 }
 
 // Phases of every scenario: load alone, then the fault (load goes on), then load after the
@@ -434,6 +436,43 @@ func oneWay(s *scenario) {
 	dropLink(s.t, a, b)
 	s.sleep(partitionHold)
 	s.heal()
+}
+
+// growAndShrink: two nodes join, which splits a Raft group (one per node is the aim) and
+// moves replicas and leaderships onto them, with the relayer's intents and every workload
+// running; then both are stopped (SIGTERM), one after the other, and the cluster is back to
+// its three nodes, with five groups.
+func growAndShrink(s *scenario) {
+	c := s.c
+	var extra []*proc.Node
+	for i, ip := range nodeIPs[clusterSize:] {
+		extra = append(extra, c.join("n"+strconv.Itoa(clusterSize+1+i), ip, graceFlags))
+	}
+	for _, n := range extra {
+		n.WaitReady(60 * time.Second)
+		s.w.addNode(n)
+	}
+	all := append(slices.Clone(c.nodes), extra...)
+	c.awaitView(all[0], time.Now().Add(90*time.Second), "one Raft group per node", func(v clusterView) string {
+		groups := map[uint32]bool{}
+		for _, p := range v.Partitions {
+			groups[p.Group] = true
+		}
+		if len(groups) != len(all) {
+			return fmt.Sprintf("%d Raft groups on %d nodes", len(groups), len(all))
+		}
+		return ""
+	})
+	c.waitPlaced(all, 90*time.Second)
+	c.samePartitionMap(all)
+	for i := len(extra) - 1; i >= 0; i-- {
+		s.w.removeNode(extra[i].Config.NodeID)
+		if code := extra[i].Term(); code != 0 {
+			s.t.Errorf("%s exited %d after SIGTERM, want 0", extra[i].Config.NodeID, code)
+		}
+		c.note("%s stopped", extra[i].Config.NodeID)
+	}
+	c.waitPlaced(c.nodes, deadGrace+30*time.Second)
 }
 
 // probeRegistries holds, per partition, a server registry name that lives in it.

@@ -53,6 +53,7 @@ type cluster struct {
 	nodes []*proc.Node
 	hc    *http.Client
 	start time.Time // time zero of the histories and annotations
+	flags []string  // the scenario's flags after nodeFlags, which nodes that join run too
 
 	mu    sync.Mutex
 	notes []porcupine.Annotation
@@ -65,7 +66,7 @@ func startCluster(t *testing.T) *cluster { return startClusterBinding(t, false) 
 // nodeFlags (which they override).
 func startClusterBinding(t *testing.T, bindAll bool, extra ...string) *cluster {
 	t.Helper()
-	c := &cluster{t: t, dir: outDir(t), hc: &http.Client{Timeout: 2 * time.Second}, start: time.Now()}
+	c := &cluster{t: t, dir: outDir(t), hc: &http.Client{Timeout: 2 * time.Second}, start: time.Now(), flags: extra}
 	var gids []uint32
 	if netReason == "" {
 		for i := range clusterSize {

@@ -189,7 +189,7 @@ func TestRetireTwoAtOnce(t *testing.T) {
 }
 
 // join starts node id on ip, joining the cluster through its nodes' gossip addresses, with
-// the chaos nodes' flags and extra.
+// the chaos nodes' flags, the scenario's and extra.
 func (c *cluster) join(id, ip string, extra []string) *proc.Node {
 	c.t.Helper()
 	var joins []string
@@ -202,7 +202,7 @@ func (c *cluster) join(id, ip string, extra []string) *proc.Node {
 	}
 	n := proc.Start(c.t, proc.Config{Bin: proc.Build(c.t, "./cmd/shardkeeper"), Command: []string{"serve"},
 		NodeID: id, IP: ip, LogDir: c.dir, TLSDir: tlsDir, GID: gid,
-		Flags: slices.Concat([]string{"--bootstrap-expect", "3", "--join", strings.Join(joins, ",")}, nodeFlags, extra)})
+		Flags: slices.Concat([]string{"--bootstrap-expect", "3", "--join", strings.Join(joins, ",")}, nodeFlags, c.flags, extra)})
 	c.note("started %s", id)
 	return n
 }

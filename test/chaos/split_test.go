@@ -200,3 +200,13 @@ func (c *cluster) samePartitionMap(nodes []*proc.Node) {
 		}
 	}
 }
+
+// groupOf returns the Raft group holding partition p, as the first node's view shows it.
+func (c *cluster) groupOf(p uint32) uint32 {
+	c.t.Helper()
+	var v clusterView
+	if err := c.getJSON(c.nodes[0], "/v1/cluster", &v); err != nil {
+		c.t.Fatal(err)
+	}
+	return v.Partitions[p].Group
+}
