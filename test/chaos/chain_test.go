@@ -94,7 +94,7 @@ func growUnderChain(c *cluster, h *chainHistory, at func(n int), p uint32) {
 	at(total / 4)
 	before := c.groupOf(p)
 	var extra []*proc.Node
-	for i, ip := range nodeIPs[clusterSize:] {
+	for i, ip := range growIPs {
 		extra = append(extra, c.join("n"+strconv.Itoa(clusterSize+1+i), ip, graceFlags))
 	}
 	all := append(slices.Clone(c.nodes), extra...)

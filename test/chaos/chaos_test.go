@@ -445,7 +445,7 @@ func oneWay(s *scenario) {
 func growAndShrink(s *scenario) {
 	c := s.c
 	var extra []*proc.Node
-	for i, ip := range nodeIPs[clusterSize:] {
+	for i, ip := range growIPs {
 		extra = append(extra, c.join("n"+strconv.Itoa(clusterSize+1+i), ip, graceFlags))
 	}
 	for _, n := range extra {

@@ -29,12 +29,16 @@ import (
 // starts, so that every connection is marked from its first packet, and deleted at exit.
 const nftTable = "shardkeeper_chaos"
 
-// nodeIPs are the loopback addresses of n1, n2, n3, and of n4 and n5, which some tests join
-// to the cluster of the first three (clusterSize).
-var nodeIPs = []string{"127.0.0.11", "127.0.0.12", "127.0.0.13", "127.0.0.14", "127.0.0.15"}
+// nodeIPs are the loopback addresses of n1, n2, n3, and of n4…n9, which some tests join to
+// the cluster of the first three (clusterSize).
+var nodeIPs = []string{"127.0.0.11", "127.0.0.12", "127.0.0.13", "127.0.0.14", "127.0.0.15",
+	"127.0.0.16", "127.0.0.17", "127.0.0.18", "127.0.0.19"}
 
 // clusterSize is the number of nodes a scenario's cluster starts with.
 const clusterSize = 3
+
+// growIPs are the addresses of the two nodes the growth scenarios join (n4, n5).
+var growIPs = nodeIPs[clusterSize : clusterSize+2]
 
 // nodeGID is the group id node i (0-based) runs with when network faults are enabled.
 func nodeGID(i int) uint32 { return 40011 + uint32(i) }

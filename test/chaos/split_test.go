@@ -90,7 +90,7 @@ func runSplitScenario(t *testing.T, f splitFault) {
 
 	var all []*proc.Node
 	all = append(all, c.nodes...)
-	for i, ip := range nodeIPs[clusterSize:] {
+	for i, ip := range growIPs {
 		all = append(all, c.join("n"+strconv.Itoa(clusterSize+1+i), ip, graceFlags))
 	}
 	leader, group := awaitSplitDecision(t, all, 90*time.Second)
