@@ -39,6 +39,9 @@ type dashboardGroup struct {
 	Lag         string
 }
 
+// Name is the group as logs name it (cluster.GroupName).
+func (g dashboardGroup) Name() string { return cluster.GroupName(g.Group) }
+
 type figure struct{ Name, Value string }
 
 var dashboardPage = template.Must(template.New("ui").Parse(`<!doctype html>
@@ -58,7 +61,7 @@ th{background:#f4f4f4}.bad{color:#b00020;font-weight:600}.ok{color:#1b5e20}
 {{end}}</table>
 <h2>Raft groups</h2>
 <table id="groups"><tr><th>group</th><th>partitions</th><th>leader</th><th>voters</th><th>non-voters</th><th>applied index</th><th>lag</th><th></th></tr>
-{{range .Groups}}<tr data-group="{{.Group}}"><td>{{.Group}}</td><td>{{.First}}–{{.Last}}</td><td>{{if .Leader}}{{.Leader}}{{else}}<span class="bad">none</span>{{end}}</td><td>{{range $i, $v := .Voters}}{{if $i}}, {{end}}{{$v}}{{end}}</td><td>{{range $i, $v := .NonVoters}}{{if $i}}, {{end}}{{$v}}{{end}}</td><td>{{.AppliedIndex}}</td><td>{{.Lag}}</td><td>{{if .UnderReplicated}}<span class="bad">under-replicated</span>{{end}}</td></tr>
+{{range .Groups}}<tr data-group="{{.Group}}"><td>{{.Name}}</td><td>{{.First}}–{{.Last}}</td><td>{{if .Leader}}{{.Leader}}{{else}}<span class="bad">none</span>{{end}}</td><td>{{range $i, $v := .Voters}}{{if $i}}, {{end}}{{$v}}{{end}}</td><td>{{range $i, $v := .NonVoters}}{{if $i}}, {{end}}{{$v}}{{end}}</td><td>{{.AppliedIndex}}</td><td>{{.Lag}}</td><td>{{if .UnderReplicated}}<span class="bad">under-replicated</span>{{end}}</td></tr>
 {{end}}</table>
 <h2>This node</h2>
 <table id="figures">{{range .Figures}}<tr><th>{{.Name}}</th><td>{{.Value}}</td></tr>

@@ -277,7 +277,7 @@ func (d *Directory) merge(rec record) {
 		go func() {
 			defer d.ensured.Done()
 			if err := d.cfg.Host.EnsureGroup(span); err != nil {
-				d.cfg.Logger.Warn("cannot open an instance of a raft group a split made", "group", groupName(rec.G), "error", err)
+				d.cfg.Logger.Warn("cannot open an instance of a raft group a split made", "group", GroupName(rec.G), "error", err)
 				d.mu.Lock()
 				delete(d.ensuring, rec.G)
 				d.mu.Unlock()

@@ -173,7 +173,7 @@ func (h *Host) open(pg persistence.Group) (*group, error) {
 		}
 		h.mu.Unlock()
 
-		g, err := h.openGroup(pg, h.addr, h.hlog.With("group", groupName(pg.ID)))
+		g, err := h.openGroup(pg, h.addr, h.hlog.With("group", GroupName(pg.ID)))
 		h.mu.Lock()
 		delete(h.opening, pg.ID)
 		close(ch)
@@ -221,8 +221,9 @@ func (h *Host) all() []*group {
 	return out
 }
 
-// groupName is how logs name a group: its number for the layout's, hex for split-born ones.
-func groupName(id uint32) string {
+// GroupName is how logs, status and the dashboard name a group: its number for the
+// layout's, hex for split-born ones.
+func GroupName(id uint32) string {
 	if id>>31 != 0 {
 		return fmt.Sprintf("%#x", id)
 	}
@@ -290,7 +291,7 @@ func (h *Host) openGroup(pg persistence.Group, advertise string, hlog hclog.Logg
 	}
 	snaps, err := raft.NewFileSnapshotStoreWithLogger(filepath.Join(h.cfg.SnapshotDir, dir), 2, hlog)
 	if err != nil {
-		return nil, fmt.Errorf("group %s snapshot store: %w", groupName(pg.ID), err)
+		return nil, fmt.Errorf("group %s snapshot store: %w", GroupName(pg.ID), err)
 	}
 	g := &group{Group: pg, fsm: fsm, notify: make(chan bool, 16)}
 	var logStore raft.LogStore = logs
@@ -436,7 +437,7 @@ func (h *Host) Propose(g uint32, cmd []byte) interface{ Error() error } {
 
 // NotHere is the error for a group this node holds no instance of.
 func NotHere(g uint32) error {
-	return fmt.Errorf("%w: group %s has no replica on this node", actors.ErrNotApplied, groupName(g))
+	return fmt.Errorf("%w: group %s has no replica on this node", actors.ErrNotApplied, GroupName(g))
 }
 
 // refused is the future of a proposal refused before Raft.

@@ -224,13 +224,13 @@ func (r *Reconciler) split(led []GroupInfo, alive []NodeMeta, members []Member) 
 	if !ok {
 		return
 	}
-	r.cfg.Logger.Info("splitting raft group", "group", groupName(g), "at", at, "reason", why)
+	r.cfg.Logger.Info("splitting raft group", "group", GroupName(g), "at", at, "reason", why)
 	child, err := r.cfg.Host.Split(g, at, 5*time.Second)
 	if err != nil {
-		r.cfg.Logger.Warn("split raft group", "group", groupName(g), "at", at, "error", err)
+		r.cfg.Logger.Warn("split raft group", "group", GroupName(g), "at", at, "error", err)
 		return
 	}
-	r.cfg.Logger.Info("raft group split", "group", groupName(g), "new_group", groupName(child.ID),
+	r.cfg.Logger.Info("raft group split", "group", GroupName(g), "new_group", GroupName(child.ID),
 		"partitions", fmt.Sprintf("[%d, %d)", child.First, child.End))
 }
 

@@ -26,11 +26,11 @@ func (h *Host) Split(g, at uint32, timeout time.Duration) (persistence.Group, er
 		return persistence.Group{}, NotHere(g)
 	}
 	if gr.raft.State() != raft.Leader {
-		return persistence.Group{}, fmt.Errorf("split group %s: %w", groupName(g), raft.ErrNotLeader)
+		return persistence.Group{}, fmt.Errorf("split group %s: %w", GroupName(g), raft.ErrNotLeader)
 	}
 	span := gr.fsm.Group()
 	if at <= span.First || at >= span.End {
-		return persistence.Group{}, fmt.Errorf("split group %s at %d: %w: not inside [%d, %d)", groupName(g), at, persistence.ErrSplitRefused, span.First, span.End)
+		return persistence.Group{}, fmt.Errorf("split group %s at %d: %w: not inside [%d, %d)", GroupName(g), at, persistence.ErrSplitRefused, span.First, span.End)
 	}
 	f := gr.raft.GetConfiguration()
 	if err := f.Error(); err != nil {
@@ -43,7 +43,7 @@ func (h *Host) Split(g, at uint32, timeout time.Duration) (persistence.Group, er
 	now := max(time.Now().UnixMilli(), gr.fsm.LastTime())
 	cmd := persistence.EncodeSplit(nil, now, persistence.Split{At: at, Child: id, Servers: f.Configuration().Servers})
 	if err := (applyFuture{gr.raft.Apply(cmd, timeout)}).Error(); err != nil {
-		return persistence.Group{}, fmt.Errorf("split group %s at %d: %w", groupName(g), at, err)
+		return persistence.Group{}, fmt.Errorf("split group %s at %d: %w", GroupName(g), at, err)
 	}
 	return persistence.Group{ID: id, First: at, End: span.End}, nil
 }
@@ -66,10 +66,10 @@ func (h *Host) born(parent, child persistence.Group) {
 	switch {
 	case errors.Is(err, raft.ErrRaftShutdown):
 	case err != nil:
-		h.cfg.Logger.Error("cannot open the group a split created; it opens at the next start", "group", groupName(child.ID),
+		h.cfg.Logger.Error("cannot open the group a split created; it opens at the next start", "group", GroupName(child.ID),
 			"partitions", fmt.Sprintf("[%d, %d)", child.First, child.End), "error", err)
 	default:
-		h.cfg.Logger.Info("raft group born by a split", "group", groupName(child.ID), "partitions", fmt.Sprintf("[%d, %d)", child.First, child.End))
+		h.cfg.Logger.Info("raft group born by a split", "group", GroupName(child.ID), "partitions", fmt.Sprintf("[%d, %d)", child.First, child.End))
 	}
 }
 
@@ -124,10 +124,10 @@ func (h *Host) writeBirth(pg persistence.Group, fsm *persistence.FSM, logs raft.
 	const birth = persistence.BirthIndex
 	sink, err := snaps.Create(raft.SnapshotVersionMax, birth, birth, raft.Configuration{Servers: servers}, birth, trans)
 	if err != nil {
-		return fmt.Errorf("birth snapshot of group %s: %w", groupName(pg.ID), err)
+		return fmt.Errorf("birth snapshot of group %s: %w", GroupName(pg.ID), err)
 	}
 	if err := snap.Persist(sink); err != nil { // closes or cancels the sink
-		return fmt.Errorf("birth snapshot of group %s: %w", groupName(pg.ID), err)
+		return fmt.Errorf("birth snapshot of group %s: %w", GroupName(pg.ID), err)
 	}
 	// The term after the snapshot's: written after it, so a crash in between leaves a
 	// snapshot (state enough to start from) rather than a term without one.

@@ -283,6 +283,9 @@ func printPartitions(out io.Writer, partitions []partitionView) error {
 		group := "-"
 		if p.Group != nil {
 			group = strconv.FormatUint(uint64(*p.Group), 10)
+			if *p.Group>>31 != 0 { // born by a split: as logs name it
+				group = fmt.Sprintf("%#x", *p.Group)
+			}
 		}
 		rows = append(rows, []string{strconv.FormatUint(uint64(p.ID), 10), group, dash(p.Leader), list(voters),
 			list(p.NonVoters), strconv.FormatUint(p.AppliedIndex, 10), notes(p)})

@@ -69,7 +69,7 @@ func TestDashboardInChromium(t *testing.T) {
 			t.Errorf("member %s is not shown alive:\n%s", id, dom)
 		}
 	}
-	rows := regexp.MustCompile(`<tr data-group="(\d+)"><td>\d+</td><td>(\d+)–(\d+)</td><td>(n[123])</td><td>(n\d, n\d, n\d)</td>`).FindAllStringSubmatch(dom, -1)
+	rows := regexp.MustCompile(`<tr data-group="(\d+)"><td>(?:\d+|0x[0-9a-f]+)</td><td>(\d+)–(\d+)</td><td>(n[123])</td><td>(n\d, n\d, n\d)</td>`).FindAllStringSubmatch(dom, -1)
 	if len(rows) != len(nodes) {
 		t.Fatalf("%d Raft groups shown with a leader and three voters, want %d:\n%s", len(rows), len(nodes), dom)
 	}
