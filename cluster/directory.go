@@ -187,7 +187,9 @@ func (d *Directory) Start() {
 
 // Stop ends gossiping, and waits for the instances of groups heard of to be opened.
 func (d *Directory) Stop() {
+	d.mu.Lock() // merge checks stop and counts ensured under it
 	close(d.stop)
+	d.mu.Unlock()
 	<-d.done
 	d.ensured.Wait()
 }

@@ -77,6 +77,9 @@ type Host struct {
 	mu      sync.RWMutex
 	groups  map[uint32]*group
 	opening map[uint32]chan struct{} // groups being opened, closed when done
+	// recording counts EnsureGroup's records in progress; each starts under mu before stop
+	// is closed, so Close can wait for them before the store closes.
+	recording sync.WaitGroup
 	// spans is each group's range as this node knows it: its FSM's, or, for a group about
 	// to open, the recorded one. owners is the map it makes (see rebuildOwners).
 	spans  map[uint32]persistence.Group
@@ -175,28 +178,35 @@ func (h *Host) open(pg persistence.Group) (*group, error) {
 
 		g, err := h.openGroup(pg, h.addr, h.hlog.With("group", GroupName(pg.ID)))
 		h.mu.Lock()
-		delete(h.opening, pg.ID)
-		close(ch)
 		stopped := false
 		select {
 		case <-h.stop:
 			stopped = true
 		default:
 		}
-		if err == nil && !stopped {
+		if err == nil && stopped {
+			// Close came meanwhile and waits for this: the instance is shut down before
+			// it is told (outside h.mu: its FSM may report a restore, which takes it).
+			h.mu.Unlock()
+			_ = g.raft.Shutdown().Error()
+			_ = g.trans.Close()
+			h.mu.Lock()
+			g, err = nil, raft.ErrRaftShutdown
+		}
+		if err == nil {
 			h.groups[pg.ID] = g
 			if h.onLeadership != nil {
 				h.wg.Add(1)
 				go h.watchLeadership(g)
 			}
+		} else if added {
+			delete(h.spans, pg.ID) // not held here after all
+			h.rebuildOwners()
 		}
+		delete(h.opening, pg.ID)
+		close(ch)
 		h.mu.Unlock()
-		if err == nil && stopped { // Close came meanwhile and waited for this
-			_ = g.raft.Shutdown().Error()
-			_ = g.trans.Close()
-			return nil, raft.ErrRaftShutdown
-		}
-		if added {
+		if added && !stopped {
 			h.spansChanged()
 		}
 		return g, err
@@ -697,6 +707,7 @@ func (h *Host) Close() error {
 	for _, ch := range opening {
 		<-ch // it shuts its own instance down
 	}
+	h.recording.Wait() // EnsureGroup's records, which started before stop
 	var mu sync.Mutex
 	var errs []error
 	var wg sync.WaitGroup

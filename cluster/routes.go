@@ -115,7 +115,9 @@ func (d *Directory) KnownGroups() []persistence.Group {
 		for end < len(table) && table[end] == table[first] {
 			end++
 		}
-		out = append(out, persistence.Group{ID: table[first], First: uint32(first), End: uint32(end)})
+		if table[first] != noOwner { // partitions no known group holds
+			out = append(out, persistence.Group{ID: table[first], First: uint32(first), End: uint32(end)})
+		}
 		first = end
 	}
 	return out

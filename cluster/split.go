@@ -80,16 +80,17 @@ func (h *Host) EnsureGroup(g persistence.Group) error {
 	if h.group(g.ID) != nil {
 		return nil
 	}
-	h.mu.RLock()
+	h.mu.Lock()
 	select {
 	case <-h.stop: // the store may be closing
-		h.mu.RUnlock()
+		h.mu.Unlock()
 		return raft.ErrRaftShutdown
 	default:
 	}
-	// Recorded under h.mu, so that Close, which waits for opens, never overtakes it.
+	h.recording.Add(1) // Close waits for it before the store closes
+	h.mu.Unlock()
 	err := h.cfg.Store.RecordGroup(g)
-	h.mu.RUnlock()
+	h.recording.Done()
 	if err != nil {
 		return err
 	}
@@ -107,6 +108,11 @@ func (h *Host) writeBirth(pg persistence.Group, fsm *persistence.FSM, logs raft.
 	servers, ok, err := h.cfg.Store.Birth(pg)
 	if err != nil || !ok {
 		return err
+	}
+	if !fsm.HoldsRange() {
+		// A later split's child holds part of the range here already: the state the split
+		// left is not all here. Born without state, the group gets its leader's snapshot.
+		return nil
 	}
 	list, err := snaps.List()
 	if err != nil {

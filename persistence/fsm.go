@@ -51,6 +51,13 @@ func (s *Store) FSM(g Group) (*FSM, error) {
 	if g.End <= g.First {
 		return nil, fmt.Errorf("group %d holds no partition ([%d, %d))", g.ID, g.First, g.End)
 	}
+	// The group's own metadata, once it has any, is the word on its range (a split may
+	// have shrunk it since the range given was known).
+	if end, ok, err := s.recordedEnd(g); err != nil {
+		return nil, err
+	} else if ok {
+		g.End = end
+	}
 	f := &FSM{s: s, id: g.ID, first: g.First}
 	f.end.Store(g.End)
 	if err := f.load(); err != nil {

@@ -47,7 +47,7 @@ func (f *FSM) Snapshot() (raft.FSMSnapshot, error) {
 	g := f.Group()
 	// A group lagging behind a split, whose child this node already holds, would capture
 	// the child's newer state as its own: it snapshots once it has applied the split.
-	if held, err := f.heldFrom(g); err != nil || held != g.End {
+	if !f.HoldsRange() {
 		return nil, fmt.Errorf("snapshot of group %d: partitions of its range are held here by a group a later split made; it snapshots once it has applied the split", g.ID)
 	}
 	if err := f.s.db.LogData(nil, pebble.Sync); err != nil {
@@ -203,6 +203,14 @@ func (f *FSM) restore(r io.Reader) (int, uint32, error) {
 		return 0, 0, fmt.Errorf("ingest: %w", err)
 	}
 	return keys, g.End, nil
+}
+
+// HoldsRange reports whether this group holds every partition of its range on this node
+// (SetOwner): false while a group a later split made holds some of them here.
+func (f *FSM) HoldsRange() bool {
+	g := f.Group()
+	held, err := f.heldFrom(g)
+	return err == nil && held == g.End
 }
 
 // heldFrom returns the first partition of g's range that another group holds on this node

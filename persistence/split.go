@@ -225,7 +225,7 @@ func (s *Store) Groups(l Layout) ([]Group, error) {
 	var out []Group
 	for id := range uint32(l.Count()) {
 		g := l.Group(id)
-		if end, ok, err := s.metaU32(g.First, metaEnd); err != nil {
+		if end, ok, err := s.recordedEnd(g); err != nil {
 			return nil, err
 		} else if ok {
 			g.End = end
@@ -245,10 +245,11 @@ func (s *Store) Groups(l Layout) ([]Group, error) {
 		}
 		g := Group{ID: binary.BigEndian.Uint32(k), First: binary.BigEndian.Uint32(v), End: binary.BigEndian.Uint32(v[4:])}
 		// The group's own metadata, once it has any, is the newer word on its range.
-		if id, ok, err := s.metaU32(g.First, metaGroup); err == nil && ok && id == g.ID {
-			if end, ok, err := s.metaU32(g.First, metaEnd); err == nil && ok {
-				g.End = end
-			}
+		if end, ok, err := s.recordedEnd(g); err != nil {
+			it.Close()
+			return nil, err
+		} else if ok {
+			g.End = end
 		}
 		out = append(out, g)
 	}
@@ -257,6 +258,18 @@ func (s *Store) Groups(l Layout) ([]Group, error) {
 	}
 	sortGroups(out)
 	return out, nil
+}
+
+// recordedEnd returns the range end group g's own metadata records (a split shrank it, or
+// the group was born by one): for a split-born group only once the metadata under its first
+// partition is its own (an older group may have started there).
+func (s *Store) recordedEnd(g Group) (uint32, bool, error) {
+	if g.ID>>31 != 0 {
+		if id, ok, err := s.metaU32(g.First, metaGroup); err != nil || !ok || id != g.ID {
+			return 0, false, err
+		}
+	}
+	return s.metaU32(g.First, metaEnd)
 }
 
 // RecordGroup records that this node holds an instance of g, a group born by a split

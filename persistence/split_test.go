@@ -87,6 +87,15 @@ func TestSplitApply(t *testing.T) {
 		t.Fatalf("parent's state hashes: %d (%v), want 4", len(sums), err)
 	}
 
+	// An FSM opened with a range known from elsewhere (gossip, the layout) takes the one
+	// its own metadata records.
+	if g := groupOf(t, s, layout.Group(0)).Group(); g.End != 4 {
+		t.Fatalf("the parent opened with the layout's range: %+v, want its recorded [0, 4)", g)
+	}
+	if g := groupOf(t, s, Group{ID: child, First: 4, End: 6}).Group(); g.End != 8 {
+		t.Fatalf("the child opened with a gossiped range: %+v, want its recorded [4, 8)", g)
+	}
+
 	closeStore()
 	s, _ = openStore(t, dir)
 	groups, err := s.Groups(layout)
