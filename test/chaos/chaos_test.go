@@ -453,16 +453,7 @@ func growAndShrink(s *scenario) {
 		s.w.addNode(n)
 	}
 	all := append(slices.Clone(c.nodes), extra...)
-	c.awaitView(all[0], time.Now().Add(90*time.Second), "one Raft group per node", func(v clusterView) string {
-		groups := map[uint32]bool{}
-		for _, p := range v.Partitions {
-			groups[p.Group] = true
-		}
-		if len(groups) != len(all) {
-			return fmt.Sprintf("%d Raft groups on %d nodes", len(groups), len(all))
-		}
-		return ""
-	})
+	c.awaitGroupPerNode(all, 90*time.Second, false)
 	c.waitPlaced(all, 90*time.Second)
 	c.samePartitionMap(all)
 	for i := len(extra) - 1; i >= 0; i-- {

@@ -94,16 +94,7 @@ func TestGrowAndShrinkUnderLoad(t *testing.T) {
 		s.w.addNode(n)
 	}
 	all := append(slices.Clone(c.nodes), extra...)
-	c.awaitView(all[0], time.Now().Add(90*time.Second), "one Raft group per node", func(v clusterView) string {
-		groups := map[uint32]bool{}
-		for _, p := range v.Partitions {
-			groups[p.Group] = true
-		}
-		if len(groups) != len(all) {
-			return fmt.Sprintf("%d Raft groups on %d nodes", len(groups), len(all))
-		}
-		return ""
-	})
+	c.awaitGroupPerNode(all, 90*time.Second, false)
 	c.waitPlaced(all, 90*time.Second)
 
 	if shared := c.sharedGroups(all, extra); len(shared) == 0 {
@@ -345,17 +336,7 @@ func TestShrinkNineToThree(t *testing.T) {
 		extra = append(extra, n)
 	}
 	all := append(slices.Clone(c.nodes), extra...)
-	c.awaitView(all[0], time.Now().Add(3*time.Minute), "one Raft group per node, each node leading", func(v clusterView) string {
-		groups, leaders := map[uint32]bool{}, map[string]bool{}
-		for _, p := range v.Partitions {
-			groups[p.Group] = true
-			leaders[p.Leader] = true
-		}
-		if len(groups) != len(all) || len(leaders) != len(all) {
-			return fmt.Sprintf("%d Raft groups and %d leaders on %d nodes", len(groups), len(leaders), len(all))
-		}
-		return ""
-	})
+	c.awaitGroupPerNode(all, 3*time.Minute, true)
 	c.waitPlaced(all, 2*time.Minute)
 	c.note("grown to %d nodes, each leading", len(all))
 
@@ -384,4 +365,24 @@ func TestShrinkNineToThree(t *testing.T) {
 	c.note("load stopped")
 	s.finish(true)
 	t.Logf("scenario took %s", time.Since(begin).Round(time.Millisecond))
+}
+
+// awaitGroupPerNode waits until the first node's view shows one Raft group per node of nodes
+// (the splits growing to them asks for) and, with leading, every one of them leading.
+func (c *cluster) awaitGroupPerNode(nodes []*proc.Node, timeout time.Duration, leading bool) {
+	c.t.Helper()
+	c.awaitView(nodes[0], time.Now().Add(timeout), "one Raft group per node", func(v clusterView) string {
+		groups, leaders := map[uint32]bool{}, map[string]bool{}
+		for _, p := range v.Partitions {
+			groups[p.Group] = true
+			leaders[p.Leader] = true
+		}
+		switch {
+		case len(groups) != len(nodes):
+			return fmt.Sprintf("%d Raft groups on %d nodes", len(groups), len(nodes))
+		case leading && len(leaders) != len(nodes):
+			return fmt.Sprintf("%d of %d nodes lead", len(leaders), len(nodes))
+		}
+		return ""
+	})
 }

@@ -3,7 +3,6 @@ package chaos
 import (
 	"bufio"
 	"encoding/json"
-	"fmt"
 	"math/rand/v2"
 	"os"
 	"slices"
@@ -110,16 +109,7 @@ func runSplitScenario(t *testing.T, f splitFault) {
 		n.WaitReady(60 * time.Second)
 		s.w.addNode(n)
 	}
-	c.awaitView(all[0], time.Now().Add(90*time.Second), "one Raft group per node", func(v clusterView) string {
-		groups := map[uint32]bool{}
-		for _, p := range v.Partitions {
-			groups[p.Group] = true
-		}
-		if len(groups) != len(all) {
-			return fmt.Sprintf("%d Raft groups on %d nodes", len(groups), len(all))
-		}
-		return ""
-	})
+	c.awaitGroupPerNode(all, 90*time.Second, false)
 	c.waitPlaced(all, 90*time.Second)
 	c.samePartitionMap(all)
 
