@@ -145,7 +145,7 @@ func parseFlags(args []string) (options, error) {
 	fs.StringVar(&o.out, "out", filepath.Join("bench", "results", "latest.json"), "JSON results file")
 	fs.StringVar(&o.bin, "bin", "", "shardkeeper binary to run (default: go build one from this module)")
 	urls := fs.String("url", "", "comma-separated base URLs of a running shardkeeper to measure instead of starting one (its limits must be out of the workloads' reach)")
-	fs.IntVar(&o.partitions, "partitions", 16, "shardkeeper --partitions")
+	fs.IntVar(&o.partitions, "partitions", 16, "shardkeeper --partitions (with --scale too)")
 	fs.IntVar(&o.raftGroups, "raft-groups", 0, "shardkeeper --raft-groups (0: the server's default)")
 	fs.IntVar(&o.devices, "devices", 256, "pre-registered devices of the device workload")
 	fs.IntVar(&o.servers, "servers", 1000, "server ids the heartbeat workload rotates over")

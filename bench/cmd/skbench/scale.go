@@ -109,7 +109,7 @@ func scaleRound(ctx context.Context, o options, dir string, caps *cpuCaps, round
 	first := o.scale[0]
 	for _, size := range o.scale {
 		for len(nodes) < size {
-			n, err := startScaleNode(dir, o.bin, len(nodes)+1, first, nodes)
+			n, err := startScaleNode(dir, o.bin, len(nodes)+1, first, o.partitions, nodes)
 			if err != nil {
 				return results, err
 			}
@@ -147,9 +147,10 @@ func scaleRound(ctx context.Context, o options, dir string, caps *cpuCaps, round
 	return results, nil
 }
 
-// startScaleNode starts node n<i> with the server's defaults: the first bootstrap-expect nodes
-// form the cluster, later ones join it through n1's gossip address.
-func startScaleNode(dir, bin string, i, bootstrapExpect int, existing []*scaleNode) (*scaleNode, error) {
+// startScaleNode starts node n<i> with the server's defaults (and --partitions when not the
+// default 16): the first bootstrap-expect nodes form the cluster, later ones join it through
+// n1's gossip address.
+func startScaleNode(dir, bin string, i, bootstrapExpect, partitions int, existing []*scaleNode) (*scaleNode, error) {
 	ports, err := freePorts(4)
 	if err != nil {
 		return nil, err
@@ -163,6 +164,9 @@ func startScaleNode(dir, bin string, i, bootstrapExpect int, existing []*scaleNo
 	args := []string{"serve", "--node-id", id, "--data-dir", filepath.Join(dir, id, "data"),
 		"--http-addr", addr(0), "--gossip-addr", addr(1), "--raft-addr", addr(2), "--remote-addr", addr(3),
 		"--bootstrap-expect", strconv.Itoa(bootstrapExpect), "--join", join}
+	if partitions != 16 {
+		args = append(args, "--partitions", strconv.Itoa(partitions))
+	}
 	args = append(append(args, limitArgs...), "--log-level", "warn")
 	p, err := startProcess("shardkeeper "+id, filepath.Join(dir, id+".log"), bin, args...)
 	if err != nil {
