@@ -147,9 +147,9 @@ func scaleRound(ctx context.Context, o options, dir string, caps *cpuCaps, round
 	return results, nil
 }
 
-// startScaleNode starts node n<i> with the server's defaults (and --partitions when not the
-// default 16): the first bootstrap-expect nodes form the cluster, later ones join it through
-// n1's gossip address.
+// startScaleNode starts node n<i> with the server's defaults (and --partitions when set to
+// other than the default 16): the first bootstrap-expect nodes form the cluster, later ones
+// join it through n1's gossip address.
 func startScaleNode(dir, bin string, i, bootstrapExpect, partitions int, existing []*scaleNode) (*scaleNode, error) {
 	ports, err := freePorts(4)
 	if err != nil {
@@ -164,7 +164,7 @@ func startScaleNode(dir, bin string, i, bootstrapExpect, partitions int, existin
 	args := []string{"serve", "--node-id", id, "--data-dir", filepath.Join(dir, id, "data"),
 		"--http-addr", addr(0), "--gossip-addr", addr(1), "--raft-addr", addr(2), "--remote-addr", addr(3),
 		"--bootstrap-expect", strconv.Itoa(bootstrapExpect), "--join", join}
-	if partitions != 16 {
+	if partitions > 0 && partitions != 16 {
 		args = append(args, "--partitions", strconv.Itoa(partitions))
 	}
 	args = append(append(args, limitArgs...), "--log-level", "warn")
