@@ -442,7 +442,14 @@ func oneWay(s *scenario) {
 // moves replicas and leaderships onto them, with the relayer's intents and every workload
 // running; then both are stopped (SIGTERM), one after the other, and the cluster is back to
 // its three nodes, with five groups.
-func growAndShrink(s *scenario) {
+func growAndShrink(s *scenario) { growAndShrinkBack(s, false) }
+
+// growAndShrinkBack joins n4 and n5 and waits until the cluster has split to one Raft group
+// per node, placed, every node mapping the partitions alike; then stops them (SIGTERM), the
+// second as soon as the first has exited, and waits until the three left are placed again.
+// With mustShare, the two must share a Raft group, or the test would not check the hand-over
+// it means to: without it, the group they share would be left with one voter of three.
+func growAndShrinkBack(s *scenario, mustShare bool) {
 	c := s.c
 	var extra []*proc.Node
 	for i, ip := range growIPs {
@@ -456,12 +463,17 @@ func growAndShrink(s *scenario) {
 	c.awaitGroupPerNode(all, 90*time.Second, false)
 	c.waitPlaced(all, 90*time.Second)
 	c.samePartitionMap(all)
+	if mustShare && len(c.sharedGroups(all, extra)) == 0 {
+		s.t.Fatalf("the nodes that leave share no Raft group: the test would not check what it means to")
+	}
 	for i := len(extra) - 1; i >= 0; i-- {
-		s.w.removeNode(extra[i].Config.NodeID)
-		if code := extra[i].Term(); code != 0 {
-			s.t.Errorf("%s exited %d after SIGTERM, want 0", extra[i].Config.NodeID, code)
+		n := extra[i]
+		s.w.removeNode(n.Config.NodeID)
+		stopping := time.Now()
+		if code := n.Term(); code != 0 {
+			s.t.Errorf("%s exited %d after SIGTERM, want 0", n.Config.NodeID, code)
 		}
-		c.note("%s stopped", extra[i].Config.NodeID)
+		c.note("%s exited after %s", n.Config.NodeID, time.Since(stopping).Round(time.Millisecond))
 	}
 	c.waitPlaced(c.nodes, deadGrace+30*time.Second)
 }

@@ -85,34 +85,7 @@ func TestGrowAndShrinkUnderLoad(t *testing.T) {
 	c.note("load started")
 	time.Sleep(loadBefore)
 
-	var extra []*proc.Node
-	for i, ip := range growIPs {
-		extra = append(extra, c.join("n"+strconv.Itoa(4+i), ip, graceFlags))
-	}
-	for _, n := range extra {
-		n.WaitReady(60 * time.Second)
-		s.w.addNode(n)
-	}
-	all := append(slices.Clone(c.nodes), extra...)
-	c.awaitGroupPerNode(all, 90*time.Second, false)
-	c.waitPlaced(all, 90*time.Second)
-
-	if shared := c.sharedGroups(all, extra); len(shared) == 0 {
-		t.Fatalf("the nodes that leave share no Raft group: the test would not check what it means to")
-	}
-	for i := len(extra) - 1; i >= 0; i-- {
-		n := extra[i]
-		s.w.removeNode(n.Config.NodeID)
-		c.note("SIGTERM %s", n.Config.NodeID)
-		stopping := time.Now()
-		if code := n.Term(); code != 0 {
-			t.Errorf("%s exited %d after SIGTERM, want 0", n.Config.NodeID, code)
-		}
-		c.note("%s exited after %s", n.Config.NodeID, time.Since(stopping).Round(time.Millisecond))
-	}
-	// Without the hand-over, the group they share would be left with one voter of three and
-	// never elect a leader again; with it, the three left are placed well within the dead-member grace.
-	c.waitPlaced(c.nodes, deadGrace+30*time.Second)
+	growAndShrinkBack(s, true)
 	time.Sleep(loadAfter)
 	s.w.stopLoad()
 	c.note("load stopped")
