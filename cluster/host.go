@@ -264,7 +264,12 @@ func raftConfig(cfg HostConfig, logger hclog.Logger) *raft.Config {
 	rc.Logger = logger
 	rc.HeartbeatTimeout = cfg.HeartbeatTimeout
 	rc.ElectionTimeout = cfg.ElectionTimeout
-	rc.LeaderLeaseTimeout = cfg.HeartbeatTimeout / 2
+	// The lease only decides when a leader that hears from no quorum steps down (reads are
+	// checked with VerifyLeader, never by lease). As long as the followers' own heartbeat
+	// timeout, it spares an overloaded leader, whose replies queue behind its work, a step-down
+	// and an election its followers would not have started (hashicorp/raft's half of it
+	// stepped leaders of a busy cluster down every few seconds). hashicorp/raft allows no more.
+	rc.LeaderLeaseTimeout = cfg.HeartbeatTimeout
 	rc.SnapshotThreshold = cfg.SnapshotThreshold
 	if cfg.CommitTimeout > 0 {
 		rc.CommitTimeout = cfg.CommitTimeout

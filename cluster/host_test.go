@@ -56,7 +56,7 @@ func TestRaftConfig(t *testing.T) {
 		CommitTimeout: 700 * time.Millisecond, SnapshotThreshold: 32, SnapshotInterval: time.Second, TrailingLogs: 16}
 	rc := raftConfig(cfg, hclog.NewNullLogger())
 	if rc.LocalID != "n1@abc" || rc.HeartbeatTimeout != 300*time.Millisecond || rc.ElectionTimeout != 400*time.Millisecond ||
-		rc.LeaderLeaseTimeout != 150*time.Millisecond || rc.CommitTimeout != 700*time.Millisecond || rc.SnapshotThreshold != 32 ||
+		rc.LeaderLeaseTimeout != 300*time.Millisecond || rc.CommitTimeout != 700*time.Millisecond || rc.SnapshotThreshold != 32 ||
 		rc.SnapshotInterval != time.Second || rc.TrailingLogs != 16 || !rc.NoSnapshotRestoreOnStart || !rc.BatchApplyCh {
 		t.Fatalf("raftConfig(%+v) = %+v", cfg, rc)
 	}

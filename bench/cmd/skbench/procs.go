@@ -5,10 +5,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 )
@@ -106,9 +108,14 @@ func logTail(path string, n int) string {
 }
 
 // freePorts returns n distinct loopback ports that are free for TCP and UDP right now (gossip
-// needs both). Another process could take one before it is used; the child then fails to
-// start and says so.
+// needs both). They are drawn below the kernel's ephemeral range, so that the thousands of
+// client connections a run opens never take one between this check and the child's bind.
+// Another process could still bind one first; the child then fails to start and says so.
 func freePorts(n int) ([]int, error) {
+	lo, hi := 10000, ephemeralStart()
+	if hi-lo < 100*n {
+		lo, hi = 0, 0 // no room below: let the kernel pick
+	}
 	var ports []int
 	var held []net.Listener
 	defer func() {
@@ -116,13 +123,23 @@ func freePorts(n int) ([]int, error) {
 			_ = l.Close()
 		}
 	}()
-	for len(ports) < n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
+	for tries := 0; len(ports) < n; tries++ {
+		if tries > 1000 {
+			return nil, errors.New("find a free port: none free after 1000 tries")
+		}
+		port := 0
+		if hi > lo {
+			port = lo + rand.IntN(hi-lo)
+		}
+		l, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(port))
 		if err != nil {
-			return nil, fmt.Errorf("find a free port: %w", err)
+			if port == 0 {
+				return nil, fmt.Errorf("find a free port: %w", err)
+			}
+			continue
 		}
 		held = append(held, l)
-		port := l.Addr().(*net.TCPAddr).Port
+		port = l.Addr().(*net.TCPAddr).Port
 		u, err := net.ListenPacket("udp", "127.0.0.1:"+strconv.Itoa(port))
 		if err != nil {
 			continue // UDP side taken: keep the TCP listener held and try another
@@ -131,6 +148,24 @@ func freePorts(n int) ([]int, error) {
 		ports = append(ports, port)
 	}
 	return ports, nil
+}
+
+// ephemeralStart is the first port of the kernel's ephemeral range (Linux), 32768 when it
+// cannot be read.
+func ephemeralStart() int {
+	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if err != nil {
+		return 32768
+	}
+	f := strings.Fields(string(b))
+	if len(f) == 0 {
+		return 32768
+	}
+	v, err := strconv.Atoi(f[0])
+	if err != nil {
+		return 32768
+	}
+	return v
 }
 
 // runLogged runs a short command (go build, apt-get) with its output on our stderr.

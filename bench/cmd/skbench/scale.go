@@ -56,7 +56,7 @@ type scaleResult struct {
 // scaleNode is one node of the scale cluster.
 type scaleNode struct {
 	*process
-	id, url, gossip string
+	id, url, gossip, debug string
 }
 
 func runScale(ctx context.Context, o options) error {
@@ -151,7 +151,7 @@ func scaleRound(ctx context.Context, o options, dir string, caps *cpuCaps, round
 // other than the default 16): the first bootstrap-expect nodes form the cluster, later ones
 // join it through n1's gossip address.
 func startScaleNode(dir, bin string, i, bootstrapExpect, partitions int, existing []*scaleNode) (*scaleNode, error) {
-	ports, err := freePorts(4)
+	ports, err := freePorts(5)
 	if err != nil {
 		return nil, err
 	}
@@ -163,7 +163,7 @@ func startScaleNode(dir, bin string, i, bootstrapExpect, partitions int, existin
 	}
 	args := []string{"serve", "--node-id", id, "--data-dir", filepath.Join(dir, id, "data"),
 		"--http-addr", addr(0), "--gossip-addr", addr(1), "--raft-addr", addr(2), "--remote-addr", addr(3),
-		"--bootstrap-expect", strconv.Itoa(bootstrapExpect), "--join", join}
+		"--debug-addr", addr(4), "--bootstrap-expect", strconv.Itoa(bootstrapExpect), "--join", join}
 	if partitions > 0 && partitions != 16 {
 		args = append(args, "--partitions", strconv.Itoa(partitions))
 	}
@@ -172,7 +172,7 @@ func startScaleNode(dir, bin string, i, bootstrapExpect, partitions int, existin
 	if err != nil {
 		return nil, err
 	}
-	return &scaleNode{process: p, id: id, url: "http://" + addr(0), gossip: addr(1)}, nil
+	return &scaleNode{process: p, id: id, url: "http://" + addr(0), gossip: addr(1), debug: "http://" + addr(4)}, nil
 }
 
 func readyz(url string) func(context.Context) error {
@@ -186,17 +186,26 @@ func readyz(url string) func(context.Context) error {
 // waitLeaders waits until every one of the n nodes leads a Raft group (as the routing table
 // says: the groups split as the cluster grows) and every group has a leader, for at most
 // wait. With fewer partitions than nodes it waits for one leader per partition. It returns
-// how many lead and how long it took (-1 when that did not happen).
+// how many lead and how long it took (-1 when that did not happen). Then it waits, within the
+// same bound, until the cluster has settled: the leaders and every partition's replicas
+// unchanged for settleFor, so that the measurement sees the grown cluster's capacity and not
+// the last leadership transfers and replica moves (snapshots) of its growth.
 func waitLeaders(ctx context.Context, urls []string, n int, wait time.Duration) (int, time.Duration) {
 	start := time.Now()
 	c, err := client.New(urls, client.WithRetryPolicy(client.NoRetry))
 	if err != nil {
 		return 0, -1
 	}
-	leaders := 0
+	leaders, leadAfter := 0, time.Duration(-1)
+	var shape string
+	var since time.Time
 	for {
 		cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 		rt, err := c.GetRoutes(cctx)
+		var st *client.ClusterStatus
+		if err == nil {
+			st, err = c.Cluster(cctx)
+		}
 		cancel()
 		if err == nil {
 			seen, led := map[string]bool{}, true
@@ -207,15 +216,41 @@ func waitLeaders(ctx context.Context, urls []string, n int, wait time.Duration) 
 				led = led && g.Leader != ""
 			}
 			leaders = len(seen)
-			if led && leaders >= min(n, rt.Partitions) {
-				return leaders, time.Since(start)
+			if leadAfter < 0 && led && leaders >= min(n, rt.Partitions) {
+				leadAfter = time.Since(start)
+			}
+			if now := clusterShape(rt, st); now != shape {
+				shape, since = now, time.Now()
+			}
+			if leadAfter >= 0 && time.Since(since) >= settleFor {
+				logf("the cluster settled %v after all were ready", time.Since(start).Round(100*time.Millisecond))
+				return leaders, leadAfter
 			}
 		}
 		if time.Since(start) > wait || ctx.Err() != nil {
-			return leaders, -1
+			if leadAfter >= 0 {
+				logf("WARNING: the cluster did not settle within %v (leaders or replicas still moving)", wait)
+			}
+			return leaders, leadAfter
 		}
 		time.Sleep(time.Second)
 	}
+}
+
+// settleFor is how long the leaders and replicas must stay unchanged before a measurement.
+const settleFor = 10 * time.Second
+
+// clusterShape is what must stay unchanged for the cluster to count as settled: each group's
+// range and leader, and each partition's voters and non-voters.
+func clusterShape(rt *client.Routes, st *client.ClusterStatus) string {
+	var b strings.Builder
+	for _, g := range rt.Groups {
+		fmt.Fprintf(&b, "%d-%d:%s;", g.First, g.End, g.Leader)
+	}
+	for _, p := range st.Partitions {
+		fmt.Fprintf(&b, "%v/%v;", slices.Sorted(slices.Values(p.Voters)), slices.Sorted(slices.Values(p.NonVoters)))
+	}
+	return b.String()
 }
 
 // measureScale runs the oracle workload with clients clients in mode, and reads how much the
@@ -248,10 +283,31 @@ func measureScale(ctx context.Context, o options, nodes []*scaleNode, caps *cpuC
 		}
 	}
 	logf("oracle on %d nodes, %s, %d clients: %v warm-up + %v", len(nodes), mode, clients, o.warmup, o.duration)
+	ps := make([]*process, len(nodes))
+	for i, n := range nodes {
+		ps[i] = n.process
+	}
+	cpu := startCPUMeter(ps)
+	commitsBefore := commitSums(ctx, nodes)
+	var profiled func(opsPerS float64) error
+	if o.profile != "" && clients == o.profileClients*len(nodes) {
+		o.profileFrom = nil
+		for _, n := range nodes {
+			o.profileFrom = append(o.profileFrom, n.debug)
+		}
+		profiled = startProfiles(ctx, o, fmt.Sprintf("scale-%d-%s-%d", len(nodes), mode, o.profileClients))
+	}
 	res := load.Run(ctx, load.Config{Warmup: o.warmup, Duration: o.duration, OpTimeout: opTimeout, Classify: workload.Classify},
 		workload.OracleOps(c, clients))
 	if err := ctx.Err(); err != nil {
 		return scaleResult{}, err
+	}
+	u := cpu.stop()
+	commits := commitSums(ctx, nodes).minus(commitsBefore)
+	if profiled != nil {
+		if err := profiled(res.OpsPerSec); err != nil {
+			return scaleResult{}, err
+		}
 	}
 	for _, n := range nodes {
 		select {
@@ -271,7 +327,10 @@ func measureScale(ctx context.Context, o options, nodes []*scaleNode, caps *cpuC
 		}
 		r.throttled = sum / float64(len(nodes))
 	}
-	logf("  → %.0f pairs/s, p99 %.1f ms, %d errors, nodes throttled in %.0f%% of periods", r.pairsPerS, r.p99ms, r.errors, 100*r.throttled)
+	logf("  → %.0f pairs/s, p99 %.1f ms, %d errors%s, nodes throttled in %.0f%% of periods%s", r.pairsPerS, r.p99ms, r.errors, errorClasses(res.Errors), 100*r.throttled, u)
+	if u.serverOK && r.pairsPerS > 0 {
+		logf("    %.0f µs of node CPU per pair; %s", 1e6*u.serverCores/r.pairsPerS, commits)
+	}
 	return r, nil
 }
 
@@ -358,4 +417,70 @@ func median(v []float64) float64 {
 		return s[len(s)/2]
 	}
 	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
+// errorClasses lists the classes of a run's errors, most frequent first: " (12 timeout, 3 503 unavailable)".
+func errorClasses(errs map[string]int) string {
+	if len(errs) == 0 {
+		return ""
+	}
+	classes := make([]string, 0, len(errs))
+	for c := range errs {
+		classes = append(classes, c)
+	}
+	sort.Slice(classes, func(i, j int) bool { return errs[classes[i]] > errs[classes[j]] })
+	parts := make([]string, len(classes))
+	for i, c := range classes {
+		parts[i] = fmt.Sprintf("%d %s", errs[c], c)
+	}
+	return " (" + strings.Join(parts, ", ") + ")"
+}
+
+// commitTotals sums, over the nodes, the shardkeeper_commit_messages histogram: Raft commands
+// proposed and the messages whose writes they carried.
+type commitTotals struct{ commands, messages float64 }
+
+func (a commitTotals) minus(b commitTotals) commitTotals {
+	return commitTotals{a.commands - b.commands, a.messages - b.messages}
+}
+
+func (a commitTotals) String() string {
+	if a.commands <= 0 {
+		return "no Raft commands seen in /metrics"
+	}
+	return fmt.Sprintf("%.1f messages per Raft command (%.0f commands)", a.messages/a.commands, a.commands)
+}
+
+// commitSums reads every node's /metrics; a node that does not answer counts nothing.
+func commitSums(ctx context.Context, nodes []*scaleNode) commitTotals {
+	var t commitTotals
+	for _, n := range nodes {
+		cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		req, err := http.NewRequestWithContext(cctx, http.MethodGet, n.url+"/metrics", nil)
+		if err == nil {
+			var resp *http.Response
+			if resp, err = http.DefaultClient.Do(req); err == nil {
+				b, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				for _, line := range strings.Split(string(b), "\n") {
+					name, value, ok := strings.Cut(line, " ")
+					if !ok {
+						continue
+					}
+					v, err := strconv.ParseFloat(strings.TrimSpace(value), 64)
+					if err != nil {
+						continue
+					}
+					switch name {
+					case "shardkeeper_commit_messages_count":
+						t.commands += v
+					case "shardkeeper_commit_messages_sum":
+						t.messages += v
+					}
+				}
+			}
+		}
+		cancel()
+	}
+	return t
 }

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/shardkeeper/shardkeeper/client"
 )
 
 func TestParseScaleFlags(t *testing.T) {
@@ -82,5 +84,50 @@ func TestScaleSmoke(t *testing.T) {
 	}
 	if _, err := os.Stat(dir + "/n4.log"); err != nil {
 		t.Errorf("the fourth node never started: %v", err)
+	}
+}
+
+// The error summary lists the classes most frequent first, and says nothing without errors.
+func TestErrorClasses(t *testing.T) {
+	if got := errorClasses(nil); got != "" {
+		t.Errorf("no errors: %q", got)
+	}
+	if got, want := errorClasses(map[string]int{"timeout": 2, "503 unavailable": 7}), " (7 503 unavailable, 2 timeout)"; got != want {
+		t.Errorf("errorClasses = %q, want %q", got, want)
+	}
+}
+
+// The settling wait compares the cluster's shape: a new leader or a replica moving changes
+// it; the order in which a node lists the voters does not.
+func TestClusterShape(t *testing.T) {
+	rt := &client.Routes{Partitions: 4, Groups: []client.Route{{First: 0, End: 2, Leader: "n1"}, {First: 2, End: 4, Leader: "n2"}}}
+	st := &client.ClusterStatus{Partitions: []client.Partition{{Voters: []string{"n1", "n2", "n3"}}}}
+	base := clusterShape(rt, st)
+	reordered := &client.ClusterStatus{Partitions: []client.Partition{{Voters: []string{"n3", "n1", "n2"}}}}
+	if clusterShape(rt, reordered) != base {
+		t.Error("the voters' order changed the shape")
+	}
+	moved := &client.ClusterStatus{Partitions: []client.Partition{{Voters: []string{"n1", "n2", "n3"}, NonVoters: []string{"n4"}}}}
+	if clusterShape(rt, moved) == base {
+		t.Error("a replica being added left the shape unchanged")
+	}
+	led := &client.Routes{Partitions: 4, Groups: []client.Route{{First: 0, End: 2, Leader: "n3"}, {First: 2, End: 4, Leader: "n2"}}}
+	if clusterShape(led, st) == base {
+		t.Error("a new leader left the shape unchanged")
+	}
+}
+
+// Ports are drawn below the ephemeral range, where no client connection can take one.
+func TestFreePortsBelowEphemeral(t *testing.T) {
+	ps, err := freePorts(5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[int]bool{}
+	for _, p := range ps {
+		if p >= ephemeralStart() || p < 1024 || seen[p] {
+			t.Fatalf("ports %v: want distinct ports below %d", ps, ephemeralStart())
+		}
+		seen[p] = true
 	}
 }
