@@ -6,12 +6,10 @@
 package actors
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
-	"slices"
 	"sync"
 	"time"
 
@@ -185,28 +183,24 @@ func (r *Runtime) allGroups() []*group {
 }
 
 // Regroup gives each partition to the Raft group that holds it on this node, as spans (each
-// group's id and range) say: where ranges overlap — a group lagging behind a split, and the
-// group the split created — the one starting later holds it; a partition no span covers is
-// held by none and refuses calls. A partition that moves stops on this node at once; calls
+// group's id and range) say (persistence.Holders: where ranges overlap, the one starting
+// later); a partition no span covers is held by none and refuses calls. A partition that moves stops on this node at once; calls
 // for it are refused (ErrNotApplied, so they go where it is led now) until its new group is
 // led here and its Barrier passed. spans is read under the runtime's regroup lock, so
 // concurrent calls apply one after the other and the last one applies the newest ranges.
 func (r *Runtime) Regroup(spans func() []persistence.Group) {
 	r.regroupMu.Lock()
 	defer r.regroupMu.Unlock()
-	all := slices.Clone(spans())
-	slices.SortFunc(all, func(a, b persistence.Group) int { return cmp.Compare(a.First, b.First) })
-	owner := make([]*group, len(r.parts))
-	for i := range owner {
-		owner[i] = r.unheld
-	}
+	all := spans()
+	groups := make(map[uint32]*group, len(all))
 	for _, s := range all {
-		g := r.group(s.ID, s)
-		for p := s.First; p < s.End && int(p) < len(owner); p++ {
-			owner[p] = g
-		}
+		groups[s.ID] = r.group(s.ID, s)
 	}
-	for p, g := range owner {
+	for p, id := range persistence.Holders(all, len(r.parts)) {
+		g := r.unheld
+		if id != persistence.NoGroup {
+			g = groups[id]
+		}
 		part := r.parts[p]
 		if from := part.grp.Load(); from != g {
 			if from != nil {

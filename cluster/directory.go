@@ -1,7 +1,6 @@
 package cluster
 
 import (
-	"cmp"
 	"encoding/json"
 	"log/slog"
 	"reflect"
@@ -124,16 +123,8 @@ func (d *Directory) rebuild() {
 			spans = append(spans, g)
 		}
 	}
-	slices.SortStableFunc(spans, func(a, b persistence.Group) int { return cmp.Compare(a.First, b.First) })
-	table := make([]uint32, d.layout.Partitions)
-	for i := range table {
-		table[i] = noOwner // a partition no known group holds: routed nowhere until one does
-	}
-	for _, g := range spans {
-		for p := g.First; p < g.End && int(p) < len(table); p++ {
-			table[p] = g.ID
-		}
-	}
+	// A partition no known group holds is routed nowhere until one does.
+	table := persistence.Holders(spans, d.layout.Partitions)
 	d.table.Store(&table)
 }
 

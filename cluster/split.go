@@ -165,27 +165,16 @@ func (h *Host) restored(g persistence.Group) {
 }
 
 // noOwner marks a partition no group holds here.
-const noOwner = ^uint32(0)
+const noOwner = persistence.NoGroup
 
-// rebuildOwners remakes the map of partitions to the groups holding them here; h.mu is
-// held. Where ranges overlap (a group lagging behind a split, and the child the split made,
-// which this node received otherwise), the group that starts later holds the partition: a
-// split's child always takes the end of its parent's range.
+// rebuildOwners remakes the map of partitions to the groups holding them here
+// (persistence.Holders); h.mu is held.
 func (h *Host) rebuildOwners() {
-	owners := make([]uint32, h.cfg.Layout.Partitions)
-	for i := range owners {
-		owners[i] = noOwner
-	}
 	spans := make([]persistence.Group, 0, len(h.spans))
 	for _, g := range h.spans {
 		spans = append(spans, g)
 	}
-	slices.SortFunc(spans, func(a, b persistence.Group) int { return cmp.Compare(a.First, b.First) })
-	for _, g := range spans {
-		for p := g.First; p < g.End && int(p) < len(owners); p++ {
-			owners[p] = g.ID
-		}
-	}
+	owners := persistence.Holders(spans, h.cfg.Layout.Partitions)
 	h.owners.Store(&owners)
 }
 

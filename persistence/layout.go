@@ -2,9 +2,11 @@ package persistence
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -24,6 +26,29 @@ type Layout struct{ Partitions, Groups int }
 // store and FSM metadata live under its first partition's key prefix, so a group's
 // snapshot is one contiguous key range (see keys.go).
 type Group struct{ ID, First, End uint32 }
+
+// NoGroup marks, in a Holders table, a partition no group holds.
+const NoGroup = ^uint32(0)
+
+// Holders maps each of partitions partitions to the id of the group among groups that holds
+// it, NoGroup where none does. Where ranges overlap — a group that has not yet applied a
+// split, beside the child that split made, known otherwise — the group starting later holds
+// the partition: a split's child always takes the end of its parent's range. groups is not
+// changed.
+func Holders(groups []Group, partitions int) []uint32 {
+	sorted := slices.Clone(groups)
+	slices.SortStableFunc(sorted, func(a, b Group) int { return cmp.Compare(a.First, b.First) })
+	table := make([]uint32, partitions)
+	for i := range table {
+		table[i] = NoGroup
+	}
+	for _, g := range sorted {
+		for p := g.First; p < g.End && int(p) < partitions; p++ {
+			table[p] = g.ID
+		}
+	}
+	return table
+}
 
 // Count is G, with a zero Groups meaning one group per partition.
 func (l Layout) Count() int {
