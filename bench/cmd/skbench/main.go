@@ -181,6 +181,9 @@ func parseFlags(args []string) (options, error) {
 		if o.scaleRounds < 1 || o.cpuCap < 0 || o.cpuCap > 100 {
 			return o, errors.New("--scale-rounds must be >= 1 and --cpu-cap within 0..100")
 		}
+		if o.profile != "" && !slices.Contains(o.scaleClients, o.profileClients) {
+			return o, fmt.Errorf("--profile-clients %d: with --scale, one of the --scale-clients counts per node %v", o.profileClients, o.scaleClients)
+		}
 	}
 	if fs.NArg() > 0 {
 		return o, fmt.Errorf("unexpected arguments %q", fs.Args())

@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 )
@@ -116,6 +117,8 @@ func freePorts(n int) ([]int, error) {
 	if hi-lo < 100*n {
 		lo, hi = 0, 0 // no room below: let the kernel pick
 	}
+	handedOut.Lock()
+	defer handedOut.Unlock()
 	var ports []int
 	var held []net.Listener
 	defer func() {
@@ -140,15 +143,25 @@ func freePorts(n int) ([]int, error) {
 		}
 		held = append(held, l)
 		port = l.Addr().(*net.TCPAddr).Port
+		if handedOut.ports[port] {
+			continue // free now, but a child started a moment ago may not have bound it yet
+		}
 		u, err := net.ListenPacket("udp", "127.0.0.1:"+strconv.Itoa(port))
 		if err != nil {
 			continue // UDP side taken: keep the TCP listener held and try another
 		}
 		_ = u.Close()
 		ports = append(ports, port)
+		handedOut.ports[port] = true
 	}
 	return ports, nil
 }
+
+// handedOut is every port freePorts has returned: none is returned twice in one run.
+var handedOut = struct {
+	sync.Mutex
+	ports map[int]bool
+}{ports: map[int]bool{}}
 
 // ephemeralStart is the first port of the kernel's ephemeral range (Linux), 32768 when it
 // cannot be read.

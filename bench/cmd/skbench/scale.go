@@ -135,7 +135,7 @@ func scaleRound(ctx context.Context, o options, dir string, caps *cpuCaps, round
 		}
 		for _, perNode := range o.scaleClients {
 			for _, mode := range []scaleMode{modeEveryNode, modeRouting} {
-				r, err := measureScale(ctx, o, nodes, caps, mode, perNode*size)
+				r, err := measureScale(ctx, o, round, nodes, caps, mode, perNode*size)
 				if err != nil {
 					return results, err
 				}
@@ -192,7 +192,9 @@ func readyz(url string) func(context.Context) error {
 // the last leadership transfers and replica moves (snapshots) of its growth.
 func waitLeaders(ctx context.Context, urls []string, n int, wait time.Duration) (int, time.Duration) {
 	start := time.Now()
-	c, err := client.New(urls, client.WithRetryPolicy(client.NoRetry))
+	// One node answers every poll: the views of two nodes may differ for a moment, which would
+	// read as the cluster changing.
+	c, err := client.New(urls[:1], client.WithRetryPolicy(client.NoRetry))
 	if err != nil {
 		return 0, -1
 	}
@@ -229,7 +231,7 @@ func waitLeaders(ctx context.Context, urls []string, n int, wait time.Duration) 
 		}
 		if time.Since(start) > wait || ctx.Err() != nil {
 			if leadAfter >= 0 {
-				logf("WARNING: the cluster did not settle within %v (leaders or replicas still moving)", wait)
+				logf("WARNING: measuring before the cluster has settled: its leaders and replicas did not stay unchanged for %v within %v", settleFor, wait)
 			}
 			return leaders, leadAfter
 		}
@@ -255,7 +257,7 @@ func clusterShape(rt *client.Routes, st *client.ClusterStatus) string {
 
 // measureScale runs the oracle workload with clients clients in mode, and reads how much the
 // nodes were throttled meanwhile.
-func measureScale(ctx context.Context, o options, nodes []*scaleNode, caps *cpuCaps, mode scaleMode, clients int) (scaleResult, error) {
+func measureScale(ctx context.Context, o options, round int, nodes []*scaleNode, caps *cpuCaps, mode scaleMode, clients int) (scaleResult, error) {
 	var urls []string
 	for _, n := range nodes {
 		urls = append(urls, n.url)
@@ -287,23 +289,36 @@ func measureScale(ctx context.Context, o options, nodes []*scaleNode, caps *cpuC
 	for i, n := range nodes {
 		ps[i] = n.process
 	}
-	cpu := startCPUMeter(ps)
-	commitsBefore := commitSums(ctx, nodes)
+	// The CPU and the Raft commands are counted over the measured window, as the pairs are.
+	type baseline struct {
+		cpu     *cpuMeter
+		commits commitTotals
+	}
+	measured := make(chan baseline, 1)
+	go func() {
+		if sleep(ctx, o.warmup) == nil {
+			measured <- baseline{startCPUMeter(ps), commitSums(ctx, nodes)}
+		}
+		close(measured)
+	}()
 	var profiled func(opsPerS float64) error
 	if o.profile != "" && clients == o.profileClients*len(nodes) {
 		o.profileFrom = nil
 		for _, n := range nodes {
 			o.profileFrom = append(o.profileFrom, n.debug)
 		}
-		profiled = startProfiles(ctx, o, fmt.Sprintf("scale-%d-%s-%d", len(nodes), mode, o.profileClients))
+		profiled = startProfiles(ctx, o, fmt.Sprintf("scale-round%d-%d-%s-%d", round, len(nodes), mode, o.profileClients))
 	}
 	res := load.Run(ctx, load.Config{Warmup: o.warmup, Duration: o.duration, OpTimeout: opTimeout, Classify: workload.Classify},
 		workload.OracleOps(c, clients))
 	if err := ctx.Err(); err != nil {
 		return scaleResult{}, err
 	}
-	u := cpu.stop()
-	commits := commitSums(ctx, nodes).minus(commitsBefore)
+	var u usage
+	var commits commitTotals
+	if b, ok := <-measured; ok {
+		u, commits = b.cpu.stop(), commitSums(ctx, nodes).minus(b.commits)
+	}
 	if profiled != nil {
 		if err := profiled(res.OpsPerSec); err != nil {
 			return scaleResult{}, err
