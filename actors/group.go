@@ -29,6 +29,7 @@ type group struct {
 	gen    uint64 // counts leadership notifications and Close, to drop stale barrier results
 	leader bool   // the latest notification
 	ready  bool   // the partitions opened after the latest gain's Barrier
+	closed bool   // the runtime closed: no notification opens anything any more
 
 	proposer proposer
 	reads    readGate
@@ -67,6 +68,10 @@ func (g *group) take(p *partition) {
 	}
 	g.parts = append(g.parts, p)
 	p.grp.Store(g)
+	if g.closed {
+		p.close()
+		return
+	}
 	if g.leader {
 		p.setLeader(true)
 	}
@@ -79,6 +84,12 @@ func (g *group) take(p *partition) {
 // partition leaves the ready state; a gain then readies them all in the background.
 func (g *group) setLeader(leader bool) {
 	g.mu.Lock()
+	if g.closed {
+		// A report that arrives while the node shuts down (the host closes after the
+		// runtime) must not start activations over a store about to close.
+		g.mu.Unlock()
+		return
+	}
 	g.gen++
 	gen := g.gen
 	g.leader, g.ready = leader, false
@@ -139,7 +150,7 @@ func (g *group) close() {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.gen++
-	g.leader, g.ready = false, false
+	g.leader, g.ready, g.closed = false, false, true
 	for _, p := range g.parts {
 		p.close()
 	}

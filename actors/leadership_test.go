@@ -248,3 +248,24 @@ func TestConcurrentRegroups(t *testing.T) {
 		t.Fatalf("a partition of the new group after the old one lost the leadership: %v", err)
 	}
 }
+
+// A leadership gain reported after Close (the host shuts its Raft groups down after the
+// runtime) opens nothing: no Barrier, no partition ready, for a group known before Close or
+// one first named after it.
+func TestLeadershipAfterCloseOpensNothing(t *testing.T) {
+	rt, b := newBigGroup(t)
+	b.hold.Store(true)
+	rt.Close()
+	rt.SetLeader(0, true)
+	rt.SetLeader(persistence.SplitID(8, 1), true)
+	select {
+	case <-b.entered:
+		t.Fatal("a Barrier ran for a leadership reported after Close")
+	case <-time.After(time.Second):
+	}
+	for p := uint32(0); p < bigGroup; p++ {
+		if rt.Ready(p) {
+			t.Fatalf("partition %d ready after Close", p)
+		}
+	}
+}

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -65,6 +66,8 @@ type Runtime struct {
 	unheld *group
 	// regroupMu serializes Regroup.
 	regroupMu sync.Mutex
+	// closed is set when Close starts: a group created after it is born closed.
+	closed atomic.Bool
 	// dispatcher runs the activations' mailboxes on reused goroutines.
 	dispatcher *dispatcher
 	// live counts activations spawned and not yet stopped, so Close can wait for them.
@@ -166,6 +169,9 @@ func (r *Runtime) group(id uint32, span persistence.Group) *group {
 	defer r.groupsMu.Unlock()
 	if g = r.groups[id]; g == nil {
 		g = newGroup(r, span)
+		if r.closed.Load() {
+			g.close()
+		}
 		r.groups[id] = g
 	}
 	return g
@@ -284,6 +290,7 @@ func (r *Runtime) Call(ctx context.Context, kind, id string, req Request) ([]byt
 // 10 s) until no handler or effect function runs any more, so that storage can be closed after
 // it. Pending replies fail with ErrUnavailable.
 func (r *Runtime) Close() {
+	r.closed.Store(true)
 	for _, g := range r.allGroups() {
 		g.close()
 	}
