@@ -504,7 +504,10 @@ func TestDeviceStorageBounded(t *testing.T) {
 		perDevice = 100
 		workers   = 10 // devices challenged at once, each with perDevice concurrent requests
 		nonceTTL  = time.Second
-		deviceTTL = 3 * time.Second // past the nonces' retention (expiry + nonce TTL)
+		// Past the nonces' retention (expiry + nonce TTL), and long enough that a device's
+		// last challenge finds it live on a machine slowed by the race detector and the
+		// packages tested beside it (at 3 s, one did not).
+		deviceTTL = 6 * time.Second
 		registry  = "bounded"
 	)
 	challenges := devices * perDevice
