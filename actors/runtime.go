@@ -190,9 +190,9 @@ func (r *Runtime) allGroups() []*group {
 
 // Regroup gives each partition to the Raft group that holds it on this node, as spans (each
 // group's id and range) say (persistence.Holders: where ranges overlap, the one starting
-// later); a partition no span covers is held by none and refuses calls. A partition that moves stops on this node at once; calls
-// for it are refused (ErrNotApplied, so they go where it is led now) until its new group is
-// led here and its Barrier passed. spans is read under the runtime's regroup lock, so
+// later); a partition no span covers is held by none and refuses calls. A partition that
+// moves stops on this node at once; calls for it are refused (ErrNotApplied, so they go where
+// it is led now) until its new group is led here and its Barrier passed. spans is read under the runtime's regroup lock, so
 // concurrent calls apply one after the other and the last one applies the newest ranges.
 func (r *Runtime) Regroup(spans func() []persistence.Group) {
 	r.regroupMu.Lock()

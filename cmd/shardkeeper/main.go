@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/shardkeeper/shardkeeper/buildinfo"
+	"github.com/shardkeeper/shardkeeper/cluster"
 	"github.com/shardkeeper/shardkeeper/node"
 )
 
@@ -282,10 +283,7 @@ func printPartitions(out io.Writer, partitions []partitionView) error {
 		}
 		group := "-"
 		if p.Group != nil {
-			group = strconv.FormatUint(uint64(*p.Group), 10)
-			if *p.Group>>31 != 0 { // born by a split: as logs name it
-				group = fmt.Sprintf("%#x", *p.Group)
-			}
+			group = cluster.GroupName(*p.Group) // as logs name it
 		}
 		rows = append(rows, []string{strconv.FormatUint(uint64(p.ID), 10), group, dash(p.Leader), list(voters),
 			list(p.NonVoters), strconv.FormatUint(p.AppliedIndex, 10), notes(p)})

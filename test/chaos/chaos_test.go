@@ -112,6 +112,18 @@ type scenario struct {
 	failovers []time.Duration
 }
 
+// startLoaded starts a cluster with flags, puts the oracle workload of seed on it (clients
+// retry) and lets it run for loadBefore.
+func startLoaded(t *testing.T, seed uint64, flags ...string) *scenario {
+	c := startClusterBinding(t, false, flags...)
+	s := &scenario{t: t, c: c, rnd: rand.New(rand.NewPCG(seed, 0))}
+	s.w = newWorkload(c, seed, true)
+	s.w.start()
+	c.note("load started")
+	time.Sleep(loadBefore)
+	return s
+}
+
 func runScenario(t *testing.T, f fault, seed uint64) {
 	begin := time.Now()
 	env := startChaosRelayerEnv(t, seed)

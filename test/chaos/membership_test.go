@@ -2,7 +2,6 @@ package chaos
 
 import (
 	"fmt"
-	"math/rand/v2"
 	"slices"
 	"strconv"
 	"strings"
@@ -78,12 +77,8 @@ func TestFailedMemberShownAndReplaced(t *testing.T) {
 // linearizable with no request failing beyond what the clients' retries absorb.
 func TestGrowAndShrinkUnderLoad(t *testing.T) {
 	begin := time.Now()
-	c := startClusterBinding(t, false, graceFlags...)
-	s := &scenario{t: t, c: c, rnd: rand.New(rand.NewPCG(7, 0))}
-	s.w = newWorkload(c, 7, true)
-	s.w.start()
-	c.note("load started")
-	time.Sleep(loadBefore)
+	s := startLoaded(t, 7, graceFlags...)
+	c := s.c
 
 	growAndShrinkBack(s, true)
 	time.Sleep(loadAfter)
@@ -106,12 +101,8 @@ func TestRetireTwoAtOnce(t *testing.T) {
 	// No drain: the node the placement still wants exits the moment it is told to, before
 	// the other's replicas could have moved in the meantime.
 	flags := slices.Concat(graceFlags, []string{"--shutdown-drain", "0"})
-	c := startClusterBinding(t, false, flags...)
-	s := &scenario{t: t, c: c, rnd: rand.New(rand.NewPCG(8, 0))}
-	s.w = newWorkload(c, 8, true)
-	s.w.start()
-	c.note("load started")
-	time.Sleep(loadBefore)
+	s := startLoaded(t, 8, flags...)
+	c := s.c
 
 	n4 := c.join("n4", "127.0.0.14", flags)
 	n4.WaitReady(60 * time.Second)
@@ -294,12 +285,8 @@ func TestShrinkNineToThree(t *testing.T) {
 		t.Skip("nine nodes: make chaos runs it")
 	}
 	begin := time.Now()
-	c := startClusterBinding(t, false, graceFlags...)
-	s := &scenario{t: t, c: c, rnd: rand.New(rand.NewPCG(10, 0))}
-	s.w = newWorkload(c, 10, true)
-	s.w.start()
-	c.note("load started")
-	time.Sleep(loadBefore)
+	s := startLoaded(t, 10, graceFlags...)
+	c := s.c
 
 	var extra []*proc.Node
 	for i, ip := range nodeIPs[clusterSize:] {

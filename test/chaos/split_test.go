@@ -3,7 +3,6 @@ package chaos
 import (
 	"bufio"
 	"encoding/json"
-	"math/rand/v2"
 	"os"
 	"slices"
 	"strconv"
@@ -80,12 +79,8 @@ func TestSplitUnderFaults(t *testing.T) {
 }
 
 func runSplitScenario(t *testing.T, f splitFault) {
-	c := startClusterBinding(t, false, graceFlags...)
-	s := &scenario{t: t, c: c, rnd: rand.New(rand.NewPCG(9, 0))}
-	s.w = newWorkload(c, 9, true)
-	s.w.start()
-	c.note("load started")
-	time.Sleep(loadBefore)
+	s := startLoaded(t, 9, graceFlags...)
+	c := s.c
 
 	var all []*proc.Node
 	all = append(all, c.nodes...)
