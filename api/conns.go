@@ -44,7 +44,7 @@ func (g *ConnGuard) Open() int {
 	return len(g.conns)
 }
 
-// ConnState is the http.Server hook that follows each connection.
+// ConnState is the http.Server hook that follows each connection the Listener let in.
 func (g *ConnGuard) ConnState(c net.Conn, s http.ConnState) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -52,12 +52,14 @@ func (g *ConnGuard) ConnState(c net.Conn, s http.ConnState) {
 	case http.StateClosed, http.StateHijacked:
 		delete(g.conns, c)
 	default:
-		st, ok := g.conns[c]
-		if !ok {
-			st = &connState{}
-			g.conns[c] = st
+		// Only admit adds a connection: the server reports one only once Accept has returned
+		// it, so one unknown here was evicted. It can still be reported until StateClosed (a
+		// request read just before the eviction reports StateActive); added back, it would
+		// hold a place with no connection behind it, and new ones would be evicted or refused
+		// with room to spare.
+		if st, ok := g.conns[c]; ok {
+			st.busy, st.since = s == http.StateActive, time.Now()
 		}
-		st.busy, st.since = s == http.StateActive, time.Now()
 	}
 }
 
@@ -131,7 +133,7 @@ func (g *ConnGuard) admit(c net.Conn) bool {
 		if oldest == nil {
 			return false
 		}
-		// The server sees it closed and reports StateClosed, which forgets it.
+		// Forgotten now: ConnState ignores what the server still reports of it.
 		delete(g.conns, oldest)
 		oldest.Close()
 	}
