@@ -331,3 +331,94 @@ func DecideSplit(s SplitSituation) (g, at uint32, reason string, ok bool) {
 	}
 	return 0, 0, "", false
 }
+
+// MergeSituation is what a node knows when it decides whether to merge two groups.
+type MergeSituation struct {
+	// Groups are the cluster's groups as this node knows them, each with its latest
+	// configuration (Directory.Configurations) and range.
+	Groups []GroupInfo
+	// Led are the groups this node leads, with their configurations.
+	Led []GroupInfo
+	// Leaders maps each group to its leader's server id, as this node knows it.
+	Leaders map[uint32]string
+	// Nodes is the most live members that were not retiring over the last MergeDelay: a
+	// cluster merges only what it has not needed for that long, so that a node that is
+	// restarting, or a shrink followed by a growth, does not merge and split back.
+	Nodes int
+	// Merges tells, by server id, the members that are alive and whose release applies
+	// merges.
+	Merges  map[string]bool
+	PerNode int
+}
+
+// MergeStep is what DecideMerge asks of this node.
+type MergeStep int
+
+const (
+	NoMerge     MergeStep = iota
+	MergeHere             // this node leads both groups: merge R into L
+	HandRToLeft           // this node leads R only: hand its leadership to L's leader
+)
+
+// DecideMerge decides whether two adjacent groups merge while the cluster has more than
+// PerNode groups per node (over Nodes): the adjacent pair with the fewest partitions (the
+// lowest first partition among equals) whose configurations hold the same voters and no
+// other server, all of them alive and running a release that applies merges. Every node picks the
+// same pair from the same view. The node leading both merges them; the node leading only
+// the right one hands it to the left one's leader first. step is NoMerge when nothing is due
+// here.
+func DecideMerge(s MergeSituation) (l, r GroupInfo, step MergeStep, reason string) {
+	if s.PerNode <= 0 || s.Nodes <= 0 || len(s.Groups) <= s.PerNode*s.Nodes {
+		return l, r, NoMerge, ""
+	}
+	groups := slices.Clone(s.Groups)
+	slices.SortFunc(groups, func(a, b GroupInfo) int { return int(a.First) - int(b.First) })
+	best := -1
+	for i := 0; i+1 < len(groups); i++ {
+		a, b := groups[i], groups[i+1]
+		if a.End != b.First || a.End <= a.First || b.End <= b.First || !mergeable(a.Servers, b.Servers, s.Merges) {
+			continue
+		}
+		if best < 0 || b.End-a.First < groups[best+1].End-groups[best].First {
+			best = i
+		}
+	}
+	if best < 0 {
+		return l, r, NoMerge, ""
+	}
+	l, r = groups[best], groups[best+1]
+	reason = fmt.Sprintf("%d groups for %d nodes, more than %d; these are the smallest adjacent pair", len(s.Groups), s.Nodes, s.PerNode*s.Nodes)
+	led := map[uint32]GroupInfo{}
+	for _, in := range s.Led {
+		led[in.ID] = in
+	}
+	lIn, leadsL := led[l.ID]
+	rIn, leadsR := led[r.ID]
+	switch {
+	case leadsL && leadsR && lIn.End == rIn.First && !lIn.Frozen && !rIn.Frozen && mergeable(lIn.Servers, rIn.Servers, s.Merges):
+		return lIn, rIn, MergeHere, reason
+	case leadsR && !leadsL && s.Leaders[l.ID] != "" && slices.ContainsFunc(rIn.Servers, func(sv raft.Server) bool {
+		return string(sv.ID) == s.Leaders[l.ID] && sv.Suffrage == raft.Voter
+	}):
+		return l, rIn, HandRToLeft, reason
+	}
+	return l, r, NoMerge, ""
+}
+
+// mergeable reports whether two configurations hold the same voters and no other server,
+// every one of them running a release that applies merges.
+func mergeable(a, b []raft.Server, merges map[string]bool) bool {
+	ids := func(ss []raft.Server) []string {
+		var out []string
+		for _, s := range ss {
+			if s.Suffrage != raft.Voter || !merges[string(s.ID)] {
+				return nil
+			}
+			out = append(out, string(s.ID))
+		}
+		slices.Sort(out)
+		return out
+	}
+	x, y := ids(a), ids(b)
+	return len(x) > 0 && len(x) == len(a) && len(y) == len(b) && slices.Equal(x, y)
+}

@@ -30,6 +30,7 @@ type record struct {
 	// that predate splits, where the layout gives the range.
 	First     uint32            `json:"f,omitempty"`
 	End       uint32            `json:"e,omitempty"`
+	Gen       uint32            `json:"r,omitempty"` // the group's generation (persistence.Group)
 	Term      uint64            `json:"t"`
 	Leader    string            `json:"l"` // server id
 	Voters    []string          `json:"v"`
@@ -132,7 +133,7 @@ func (d *Directory) rebuild() {
 // release that predates splits; ok is false for a group of no known range.
 func (d *Directory) span(r record) (persistence.Group, bool) {
 	if r.End > r.First {
-		return persistence.Group{ID: r.G, First: r.First, End: r.End}, true
+		return persistence.Group{ID: r.G, First: r.First, End: r.End, Gen: r.Gen}, true
 	}
 	if r.G>>31 == 0 && int(r.G) < d.layout.Count() {
 		return d.layout.Group(r.G), true
@@ -213,15 +214,16 @@ func (d *Directory) publish(now time.Time) {
 	}
 }
 
-// sameShape compares what readers act on: leader, term and replica set (not indexes or lag,
-// which change with every write).
+// sameShape compares what readers act on: leader, term, range and replica set (not indexes
+// or lag, which change with every write).
 func sameShape(a, b record) bool {
-	return a.Term == b.Term && a.Leader == b.Leader && reflect.DeepEqual(a.Voters, b.Voters) &&
+	return a.Term == b.Term && a.Leader == b.Leader && a.First == b.First && a.End == b.End && a.Gen == b.Gen &&
+		reflect.DeepEqual(a.Voters, b.Voters) &&
 		reflect.DeepEqual(a.NonVoters, b.NonVoters)
 }
 
 func recordOf(in GroupInfo) record {
-	rec := record{G: in.ID, First: in.First, End: in.End, Term: in.Term, Leader: in.Leader, Applied: in.Applied, LastIndex: in.LastIndex}
+	rec := record{G: in.ID, First: in.First, End: in.End, Gen: in.Gen, Term: in.Term, Leader: in.Leader, Applied: in.Applied, LastIndex: in.LastIndex}
 	for _, s := range in.Servers {
 		if s.Suffrage == raft.Voter {
 			rec.Voters = append(rec.Voters, string(s.ID))
@@ -255,8 +257,21 @@ func (d *Directory) merge(rec record) {
 	if had && !rec.newer(old) {
 		return
 	}
+	// A group a merge took in is gone for good: its records are dropped once a record of a
+	// newer generation covers its range, and never taken again.
+	for id, o := range d.records {
+		if id == rec.G {
+			continue
+		}
+		if os, ok := d.span(o); ok && covers(os, span) {
+			return
+		} else if ok && covers(span, os) {
+			delete(d.records, id)
+			had = false // rebuild
+		}
+	}
 	d.records[rec.G] = rec
-	if !had || old.First != rec.First || old.End != rec.End {
+	if !had || old.First != rec.First || old.End != rec.End || old.Gen != rec.Gen {
 		d.rebuild()
 	}
 	select {
@@ -277,6 +292,11 @@ func (d *Directory) merge(rec record) {
 			}
 		}()
 	}
+}
+
+// covers reports whether a is newer than b and holds all of b's range.
+func covers(a, b persistence.Group) bool {
+	return a.Gen > b.Gen && a.First <= b.First && b.End <= a.End
 }
 
 // Receive implements GossipHandler: one record.

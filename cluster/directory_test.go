@@ -177,3 +177,37 @@ func keys(m map[string][]byte) []string {
 	}
 	return out
 }
+
+// A record of a group that took another in by a merge (a higher generation over its range)
+// drops the other's record for good: a late copy of it is not taken again, and the partitions
+// map to the merged group.
+func TestDirectoryDropsMergedGroups(t *testing.T) {
+	h := &fakeRaft{self: "c@1", layout: persistence.Layout{Partitions: 8, Groups: 2}}
+	m := &fakeMembers{members: alive("a@1", "b@1", "c@1")}
+	d := newTestDirectory(h, m)
+	right := persistence.SplitID(4, 1)
+	l := record{G: 0, First: 0, End: 4, Gen: 1, Term: 2, Leader: "a@1", Voters: []string{"a@1", "b@1"}, LastIndex: 10}
+	r := record{G: right, First: 4, End: 8, Gen: 1, Term: 2, Leader: "b@1", Voters: []string{"a@1", "b@1"}, LastIndex: 10}
+	d.Receive(mustJSON(l))
+	d.Receive(mustJSON(r))
+	if got := d.KnownGroups(); len(got) != 2 || d.Group(6) != right {
+		t.Fatalf("before the merge: %+v, partition 6 in %#x", got, d.Group(6))
+	}
+	merged := l
+	merged.End, merged.Gen, merged.LastIndex = 8, 2, 12
+	d.Receive(mustJSON(merged))
+	r.LastIndex = 11 // a late copy, newer than the one known
+	d.Receive(mustJSON(r))
+	want := []persistence.Group{{ID: 0, First: 0, End: 8}}
+	if got := d.KnownGroups(); !reflect.DeepEqual(got, want) {
+		t.Fatalf("after the merge: %+v, want %+v", got, want)
+	}
+	for _, in := range d.Leaderships() {
+		if in.ID == right {
+			t.Fatalf("the merged group is still among the leaderships: %+v", in)
+		}
+	}
+	if st := d.Status()[6]; st.Group != 0 || st.Leader != "a" {
+		t.Fatalf("partition 6 after the merge: %+v", st)
+	}
+}

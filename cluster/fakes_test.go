@@ -36,6 +36,13 @@ func (f *fakeRaft) Split(g, at uint32, _ time.Duration) (persistence.Group, erro
 	f.changes = append(f.changes, fmt.Sprintf("%d split at %d", g, at))
 	return persistence.Group{}, nil
 }
+func (f *fakeRaft) Merge(l, r uint32, _ time.Duration) (persistence.Group, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.changes = append(f.changes, fmt.Sprintf("%d merge %d", l, r))
+	return persistence.Group{}, nil
+}
+func (f *fakeRaft) ResolveFreeze() (int, error)           { return 0, nil }
 func (f *fakeRaft) EnsureGroup(g persistence.Group) error { return nil }
 func (f *fakeRaft) Layout() persistence.Layout {
 	if f.layout.Partitions == 0 {
@@ -46,6 +53,9 @@ func (f *fakeRaft) Layout() persistence.Layout {
 func (f *fakeRaft) Info(p uint32) GroupInfo {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if int(p) >= len(f.parts) {
+		return GroupInfo{ID: p} // none here, as Host says
+	}
 	return f.parts[p]
 }
 func (f *fakeRaft) Leader(p uint32) string { return f.Info(p).Leader }

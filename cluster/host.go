@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"path/filepath"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -72,11 +73,15 @@ type Host struct {
 	stop chan struct{}
 	wg   sync.WaitGroup
 
-	// mu guards groups, which only grows (a group opens once and stays until Close), and
-	// spans.
+	// mu guards groups (a group opens once and stays until Close, or until a merge takes it
+	// in), spans and merging.
 	mu      sync.RWMutex
 	groups  map[uint32]*group
-	opening map[uint32]chan struct{} // groups being opened, closed when done
+	merging map[uint32]bool // groups a merge coordinated here is changing
+	// opened is closed once NewHost has opened every group recorded here.
+	opened    chan struct{}
+	compactMu sync.Mutex
+	opening   map[uint32]chan struct{} // groups being opened, closed when done
 	// recording counts EnsureGroup's records in progress; each starts under mu before stop
 	// is closed, so Close can wait for them before the store closes.
 	recording sync.WaitGroup
@@ -105,6 +110,26 @@ type group struct {
 	leaders chan raft.Observation // LeaderObservations of this instance
 	// progress is the followers' replication as this node saw it while leading.
 	progress progress
+	// stopping is closed when the group stops here for good (a merge, or the host's Close);
+	// stopped once its Raft instance and transport are shut down; watched once its
+	// leadership watcher, if watching (set under Host.mu), has returned.
+	stopping, stopped, watched chan struct{}
+	watching                   bool
+	stopOnce                   sync.Once
+	stopErr                    error
+}
+
+// stop shuts the group's Raft instance and transport down, once; every caller returns after
+// it is done (raft's own Shutdown returns at once to a second caller).
+func (g *group) stop() error {
+	g.stopOnce.Do(func() {
+		close(g.stopping)
+		g.stopErr = g.raft.Shutdown().Error()
+		_ = g.trans.Close()
+		close(g.stopped)
+	})
+	<-g.stopped
+	return g.stopErr
 }
 
 // NewHost opens every Raft group. It refuses to start when the Store was bootstrapped with
@@ -122,9 +147,13 @@ func NewHost(cfg HostConfig) (*Host, error) {
 		advertise = cfg.Advertise(advertise)
 	}
 	h := &Host{cfg: cfg, mux: mux, addr: advertise, hlog: newHclog(cfg.Logger, "raft"), stop: make(chan struct{}), groups: map[uint32]*group{},
-		opening: map[uint32]chan struct{}{}}
+		opening: map[uint32]chan struct{}{}, merging: map[uint32]bool{}, opened: make(chan struct{})}
 	spans, err := cfg.Store.Groups(cfg.Layout)
 	if err != nil {
+		h.Close()
+		return nil, err
+	}
+	if spans, err = dropCovered(cfg.Store, spans); err != nil {
 		h.Close()
 		return nil, err
 	}
@@ -141,7 +170,26 @@ func NewHost(cfg HostConfig) (*Host, error) {
 			return nil, err
 		}
 	}
+	close(h.opened)
 	return h, nil
+}
+
+// dropCovered drops the groups recorded here whose whole range a group of a newer generation
+// holds here: a merge took them in by a snapshot whose restore stopped before it dropped them
+// (persistence.Store.Absorb). It returns the others.
+func dropCovered(store *persistence.Store, spans []persistence.Group) ([]persistence.Group, error) {
+	var keep, drop []persistence.Group
+	for _, g := range spans {
+		if slices.ContainsFunc(spans, func(o persistence.Group) bool { return covers(o, g) }) {
+			drop = append(drop, g)
+		} else {
+			keep = append(keep, g)
+		}
+	}
+	if len(drop) == 0 {
+		return spans, nil
+	}
+	return keep, store.Absorb(drop)
 }
 
 // open starts group pg's Raft here, unless it runs already, and reports its leadership
@@ -188,14 +236,14 @@ func (h *Host) open(pg persistence.Group) (*group, error) {
 			// Close came meanwhile and waits for this: the instance is shut down before
 			// it is told (outside h.mu: its FSM may report a restore, which takes it).
 			h.mu.Unlock()
-			_ = g.raft.Shutdown().Error()
-			_ = g.trans.Close()
+			_ = g.stop()
 			h.mu.Lock()
 			g, err = nil, raft.ErrRaftShutdown
 		}
 		if err == nil {
 			h.groups[pg.ID] = g
 			if h.onLeadership != nil {
+				g.watching = true
 				h.wg.Add(1)
 				go h.watchLeadership(g)
 			}
@@ -250,6 +298,7 @@ func (h *Host) Start(onLeadership func(g uint32, leader bool)) {
 		defer h.mu.Unlock()
 		h.onLeadership = onLeadership
 		for _, g := range h.groups {
+			g.watching = true
 			h.wg.Add(1)
 			go h.watchLeadership(g)
 		}
@@ -291,24 +340,37 @@ func raftConfig(cfg HostConfig, logger hclog.Logger) *raft.Config {
 // for commands of a few KB.
 const logCacheEntries = 256
 
+// snapshotDirName is the directory, under HostConfig.SnapshotDir, of group g's snapshots.
+func snapshotDirName(g persistence.Group) string {
+	if g.ID>>31 != 0 {
+		return fmt.Sprintf("g%08x", g.ID)
+	}
+	return fmt.Sprintf("p%04d", g.First)
+}
+
 func (h *Host) openGroup(pg persistence.Group, advertise string, hlog hclog.Logger) (*group, error) {
+	if gone, err := h.cfg.Store.Gone(pg.ID); err != nil || gone {
+		return nil, errors.Join(err, fmt.Errorf("open group %s: %w", GroupName(pg.ID), persistence.ErrGone))
+	}
 	fsm, err := h.cfg.Store.FSM(pg)
 	if err != nil {
 		return nil, err
 	}
 	fsm.OnSplit(h.born)
 	fsm.OnRestore(h.restored)
-	fsm.SetOwner(func(p uint32) bool { return h.Owner(p) == pg.ID })
+	fsm.OnMerge(h.mergeIn(pg.ID))
+	fsm.OnMerged(h.merged)
+	fsm.OnAbsorb(h.absorb(pg.ID))
+	// No holder here: the partitions of a group a merge is taking in, between its stop and
+	// the merge's batch.
+	fsm.SetOwner(func(p uint32) bool { o := h.Owner(p); return o == pg.ID || o == noOwner })
 	logs, stable := h.cfg.Store.LogStore(pg.First), h.cfg.Store.StableStore(pg.First)
-	dir := fmt.Sprintf("p%04d", pg.First)
-	if pg.ID>>31 != 0 {
-		dir = fmt.Sprintf("g%08x", pg.ID)
-	}
-	snaps, err := raft.NewFileSnapshotStoreWithLogger(filepath.Join(h.cfg.SnapshotDir, dir), 2, hlog)
+	snaps, err := raft.NewFileSnapshotStoreWithLogger(filepath.Join(h.cfg.SnapshotDir, snapshotDirName(pg)), 2, hlog)
 	if err != nil {
 		return nil, fmt.Errorf("group %s snapshot store: %w", GroupName(pg.ID), err)
 	}
-	g := &group{Group: pg, fsm: fsm, notify: make(chan bool, 16)}
+	g := &group{Group: pg, fsm: fsm, notify: make(chan bool, 16), stopping: make(chan struct{}), stopped: make(chan struct{}),
+		watched: make(chan struct{})}
 	var logStore raft.LogStore = logs
 	var guarded *guardedLogs
 	if h.cfg.Disk != nil {
@@ -365,6 +427,7 @@ func (h *Host) openGroup(pg persistence.Group, advertise string, hlog hclog.Logg
 
 func (h *Host) watchLeadership(g *group) {
 	defer h.wg.Done()
+	defer close(g.watched)
 	for {
 		select {
 		case leader := <-g.notify:
@@ -382,6 +445,8 @@ func (h *Host) watchLeadership(g *group) {
 			for _, fn := range watchers {
 				fn(g.ID, leader)
 			}
+		case <-g.stopping:
+			return
 		case <-h.stop:
 			return
 		}
@@ -515,6 +580,11 @@ func (h *Host) VerifyLeader(g uint32) interface{ Error() error } {
 	if gr == nil {
 		return refused{NotHere(g)}
 	}
+	if gr.fsm.Frozen() != 0 {
+		// Frozen for a merge: the group on its left may already have written these
+		// partitions, and a read from here would miss it.
+		return refused{fmt.Errorf("%w: group %s: %w", actors.ErrNotApplied, GroupName(g), persistence.ErrFrozen)}
+	}
 	return gr.raft.VerifyLeader()
 }
 
@@ -539,8 +609,10 @@ func (h *Host) StateHashes(g uint32) (uint64, [][32]byte, error) {
 // GroupInfo is group g as this node's Raft instance knows it.
 type GroupInfo struct {
 	ID uint32
-	// First and End are the group's partitions [First, End), as applied here.
-	First, End uint32
+	// First and End are the group's partitions [First, End), and Gen its generation, as
+	// applied here; Frozen is true while it is frozen for a merge.
+	First, End, Gen uint32
+	Frozen          bool
 	// Replica is true when this node is in the group's latest configuration.
 	Replica bool
 	// Leader is the leader's server id, "" when this instance knows none.
@@ -563,7 +635,7 @@ func (h *Host) Info(id uint32) GroupInfo {
 	}
 	_, leader := g.raft.LeaderWithID()
 	span := g.fsm.Group()
-	in := GroupInfo{ID: id, First: span.First, End: span.End, Leader: string(leader), Term: g.raft.CurrentTerm(), Applied: g.fsm.AppliedIndex(),
+	in := GroupInfo{ID: id, First: span.First, End: span.End, Gen: span.Gen, Frozen: g.fsm.Frozen() != 0, Leader: string(leader), Term: g.raft.CurrentTerm(), Applied: g.fsm.AppliedIndex(),
 		Commit: g.raft.CommitIndex(), LastIndex: g.raft.LastIndex(), LastContact: g.raft.LastContact()}
 	if f := g.raft.GetConfiguration(); f.Error() == nil {
 		in.Servers = f.Configuration().Servers
@@ -637,6 +709,23 @@ func (h *Host) Change(g uint32, a Action) error {
 		return NotHere(g)
 	}
 	r := gr.raft
+	h.mu.RLock()
+	merging := h.merging[g]
+	h.mu.RUnlock()
+	if a.Kind != TransferLeadership && (merging || gr.fsm.Frozen() != 0) {
+		// A merge needs the groups' voters unchanged from its check to its end.
+		return fmt.Errorf("%w: group %s is merging", ErrMergeBusy, GroupName(g))
+	}
+	if a.Kind == AddNonvoter || a.Kind == PromoteVoter {
+		// A replica added now must not replay a merge: after a Barrier, this leader has
+		// applied every merge its log holds, and compacts past the last one.
+		if err := r.Barrier(timeout).Error(); err != nil {
+			return err
+		}
+		if err := h.compactPastMerge(gr); err != nil {
+			return err
+		}
+	}
 	switch a.Kind {
 	case RemoveServer:
 		return r.RemoveServer(a.Server, 0, timeout).Error()
@@ -720,12 +809,11 @@ func (h *Host) Close() error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if err := g.raft.Shutdown().Error(); err != nil {
+			if err := g.stop(); err != nil {
 				mu.Lock()
 				errs = append(errs, fmt.Errorf("group %d: %w", g.ID, err))
 				mu.Unlock()
 			}
-			_ = g.trans.Close()
 		}()
 	}
 	wg.Wait()

@@ -54,6 +54,8 @@ type NodeMeta struct {
 	// Splits is set by releases that apply splits of Raft groups (split.go): a group is
 	// split only when every live member is.
 	Splits bool `json:"split,omitempty"`
+	// Merges is set by releases that apply merges of Raft groups (merge.go).
+	Merges bool `json:"merge,omitempty"`
 }
 
 // Layout is the member's map of partitions to Raft groups.

@@ -1,9 +1,11 @@
 package cluster
 
 import (
+	"fmt"
 	"sync"
 
 	"github.com/hashicorp/raft"
+	"github.com/shardkeeper/shardkeeper/persistence"
 )
 
 // progress is a partition leader's own view of how far each follower's log matches its own:
@@ -15,8 +17,11 @@ import (
 // gains leadership: an old term's figures say nothing about the new one.
 type progress struct {
 	mu    sync.Mutex
-	match map[raft.ServerID]uint64
+	match map[raft.ServerID]matched
 }
+
+// matched is a follower's acknowledged index and the leader's term when it acknowledged it.
+type matched struct{ index, term uint64 }
 
 func (p *progress) record(id raft.ServerID, req *raft.AppendEntriesRequest, resp *raft.AppendEntriesResponse) {
 	if resp == nil || !resp.Success || (req.PrevLogEntry == 0 && len(req.Entries) == 0) {
@@ -28,9 +33,9 @@ func (p *progress) record(id raft.ServerID, req *raft.AppendEntriesRequest, resp
 	}
 	p.mu.Lock()
 	if p.match == nil {
-		p.match = map[raft.ServerID]uint64{}
+		p.match = map[raft.ServerID]matched{}
 	}
-	p.match[id] = last
+	p.match[id] = matched{last, req.Term}
 	p.mu.Unlock()
 }
 
@@ -39,7 +44,16 @@ func (p *progress) Match(id raft.ServerID) (uint64, bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	m, ok := p.match[id]
-	return m, ok
+	return m.index, ok
+}
+
+// MatchIn is Match as acknowledged to a leader of term: an earlier term's figure may
+// predate a truncation of the follower's log.
+func (p *progress) MatchIn(id raft.ServerID, term uint64) (uint64, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	m, ok := p.match[id]
+	return m.index, ok && m.term == term
 }
 
 func (p *progress) reset() {
@@ -57,6 +71,9 @@ type progressTransport struct {
 }
 
 func (t *progressTransport) AppendEntries(id raft.ServerID, target raft.ServerAddress, req *raft.AppendEntriesRequest, resp *raft.AppendEntriesResponse) error {
+	if err := guardMerges(id, req); err != nil {
+		return err
+	}
 	err := t.NetworkTransport.AppendEntries(id, target, req, resp)
 	if err == nil {
 		t.progress.record(id, req, resp)
@@ -105,6 +122,30 @@ func (p *progressPipeline) relay() {
 }
 
 func (p *progressPipeline) Consumer() <-chan raft.AppendFuture { return p.out }
+
+func (p *progressPipeline) AppendEntries(req *raft.AppendEntriesRequest, resp *raft.AppendEntriesResponse) (raft.AppendFuture, error) {
+	if err := guardMerges(p.id, req); err != nil {
+		return nil, err
+	}
+	return p.AppendPipeline.AppendEntries(req, resp)
+}
+
+// guardMerges refuses to send a follower a merge entry that does not name it: it holds no
+// instance of the group the merge takes in (it was added to the group after the merge) and
+// must start from a snapshot taken after it. The host compacts the log past a merge before
+// it adds a replica; this is the backstop for a leader that has not yet (a new one, say). Raft
+// retries, and sends the snapshot once the log no longer holds the entry.
+func guardMerges(id raft.ServerID, req *raft.AppendEntriesRequest) error {
+	for _, e := range req.Entries {
+		if e.Type != raft.LogCommand {
+			continue
+		}
+		if merge, named := persistence.MergeNames(e.Data, id); merge && !named {
+			return fmt.Errorf("entry %d is a merge that %s holds no state for: it must start from a later snapshot", e.Index, id)
+		}
+	}
+	return nil
+}
 
 func (p *progressPipeline) Close() error {
 	p.once.Do(func() { close(p.done) })

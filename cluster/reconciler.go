@@ -23,6 +23,9 @@ type raftGroups interface {
 	HasState() bool
 	Change(g uint32, a Action) error
 	Split(g, at uint32, timeout time.Duration) (persistence.Group, error)
+	Merge(l, r uint32, timeout time.Duration) (persistence.Group, error)
+	ResolveFreeze() (changed int, err error)
+	Leader(g uint32) string
 }
 
 // groupView tells the cluster's groups as this node knows them, and who leads them
@@ -30,6 +33,7 @@ type raftGroups interface {
 type groupView interface {
 	KnownGroups() []persistence.Group
 	Leaderships() []GroupInfo
+	Configurations() []GroupConfig
 }
 
 // memberView is what the reconciler needs of gossip.
@@ -58,7 +62,10 @@ type ReconcilerConfig struct {
 	// the cluster aims for that many groups per live node (DecideSplit).
 	Groups        groupView
 	GroupsPerNode int
-	Logger        *slog.Logger
+	// MergeDelay is how long the cluster must have had fewer live nodes before groups merge
+	// down to GroupsPerNode per node (DecideMerge); 0: never merge.
+	MergeDelay time.Duration
+	Logger     *slog.Logger
 }
 
 // Reconciler converges each Raft group led here toward its desired replica set, one change
@@ -71,6 +78,13 @@ type Reconciler struct {
 
 	mu      sync.Mutex
 	missing map[raft.ServerID]time.Time // servers in a configuration but unknown to gossip
+	// sizes holds the live node counts of recent passes, for MergeDelay.
+	sizes []sized
+}
+
+type sized struct {
+	at    time.Time
+	nodes int
 }
 
 // NewReconciler returns a reconciler; Start runs it, or call Pass directly.
@@ -161,6 +175,10 @@ func (r *Reconciler) Pass(now time.Time) {
 	r.missing = missing
 	r.mu.Unlock()
 	r.split(led, alive, members)
+	if r.merge(now, led, alive, members) {
+		led = slices.DeleteFunc(led, func(in GroupInfo) bool { return !h.IsLeader(in.ID) })
+		spans = h.Spans()
+	}
 
 	leading := map[string]int{}
 	addrs := map[string]raft.ServerAddress{}
@@ -232,6 +250,93 @@ func (r *Reconciler) split(led []GroupInfo, alive []NodeMeta, members []Member) 
 	}
 	r.cfg.Logger.Info("raft group split", "group", GroupName(g), "new_group", GroupName(child.ID),
 		"partitions", fmt.Sprintf("[%d, %d)", child.First, child.End))
+}
+
+// merge settles the frozen groups led here whose merge nobody carries out here, and merges
+// two groups when DecideMerge says so. It reports whether it changed any group.
+func (r *Reconciler) merge(now time.Time, led []GroupInfo, alive []NodeMeta, members []Member) bool {
+	h := r.cfg.Host
+	n, err := h.ResolveFreeze()
+	if err != nil {
+		r.cfg.Logger.Warn("settle raft groups frozen for a merge", "error", err)
+	}
+	changed := n > 0
+	if r.cfg.Groups == nil || r.cfg.GroupsPerNode <= 0 || r.cfg.MergeDelay <= 0 {
+		return changed
+	}
+	nodes, capable := 0, true
+	for _, m := range alive {
+		if !m.Retiring {
+			nodes++
+		}
+		// A member of an older release routes by the rule before generations: it would send
+		// the partitions a merge moved to the group it took in.
+		capable = capable && m.Merges
+	}
+	r.mu.Lock()
+	r.sizes = append(r.sizes, sized{now, nodes})
+	// The samples older than MergeDelay go, but the newest of them: the size it saw held
+	// until the next sample.
+	for len(r.sizes) > 1 && now.Sub(r.sizes[1].at) >= r.cfg.MergeDelay {
+		r.sizes = r.sizes[1:]
+	}
+	// Until a whole MergeDelay has been seen, the cluster may have been larger.
+	peak := 0
+	if now.Sub(r.sizes[0].at) >= r.cfg.MergeDelay {
+		for _, s := range r.sizes {
+			peak = max(peak, s.nodes)
+		}
+	}
+	r.mu.Unlock()
+	if peak == 0 || !capable {
+		return changed
+	}
+	s := MergeSituation{Led: led, Leaders: map[uint32]string{}, Nodes: peak, PerNode: r.cfg.GroupsPerNode, Merges: map[string]bool{}}
+	for _, m := range members {
+		// A merge waits for every voter of both groups: one that is down now would hold
+		// the coordinator for its whole timeout.
+		s.Merges[m.ServerID] = m.Merges && m.State == StateAlive
+	}
+	s.Merges[h.ServerID()] = true
+	for _, in := range r.cfg.Groups.Leaderships() {
+		s.Leaders[in.ID] = in.Leader
+	}
+	configs := map[uint32][]raft.Server{}
+	for _, c := range r.cfg.Groups.Configurations() {
+		configs[c.ID] = c.Servers
+	}
+	for _, g := range r.cfg.Groups.KnownGroups() {
+		if l := h.Leader(g.ID); l != "" {
+			s.Leaders[g.ID] = l
+		}
+		s.Groups = append(s.Groups, GroupInfo{ID: g.ID, First: g.First, End: g.End, Servers: configs[g.ID]})
+	}
+	l, rg, step, why := DecideMerge(s)
+	switch step {
+	case MergeHere:
+		r.cfg.Logger.Info("merging raft groups", "group", GroupName(rg.ID), "into", GroupName(l.ID), "reason", why)
+		got, err := h.Merge(l.ID, rg.ID, 10*time.Second)
+		if err != nil {
+			r.cfg.Logger.Warn("merge raft groups", "group", GroupName(rg.ID), "into", GroupName(l.ID), "error", err)
+			return true
+		}
+		r.cfg.Logger.Info("raft groups merged", "group", GroupName(l.ID), "partitions", fmt.Sprintf("[%d, %d)", got.First, got.End))
+		return true
+	case HandRToLeft:
+		r.handTo(rg, s.Leaders[l.ID], "to merge it into group "+GroupName(l.ID)+" ("+why+")")
+		return true
+	}
+	return changed
+}
+
+// handTo transfers the leadership of group in, led here, to the voter with server id to.
+func (r *Reconciler) handTo(in GroupInfo, to, why string) {
+	for _, sv := range in.Servers {
+		if string(sv.ID) == to && sv.Suffrage == raft.Voter {
+			r.apply(in.ID, Action{Kind: TransferLeadership, Server: sv.ID, Address: sv.Address, Reason: why})
+			return
+		}
+	}
 }
 
 // unfitness is why a member must not lead ("" when it may): its disk is low, or it is

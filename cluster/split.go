@@ -64,7 +64,7 @@ func (h *Host) born(parent, child persistence.Group) {
 	h.spansChanged()
 	_, err := h.open(child)
 	switch {
-	case errors.Is(err, raft.ErrRaftShutdown):
+	case errors.Is(err, raft.ErrRaftShutdown), errors.Is(err, persistence.ErrGone):
 	case err != nil:
 		h.cfg.Logger.Error("cannot open the group a split created; it opens at the next start", "group", GroupName(child.ID),
 			"partitions", fmt.Sprintf("[%d, %d)", child.First, child.End), "error", err)
@@ -91,6 +91,9 @@ func (h *Host) EnsureGroup(g persistence.Group) error {
 	h.mu.Unlock()
 	err := h.cfg.Store.RecordGroup(g)
 	h.recording.Done()
+	if errors.Is(err, persistence.ErrGone) {
+		return nil // a merge took it in here; its record is stale
+	}
 	if err != nil {
 		return err
 	}

@@ -34,21 +34,22 @@ import (
 // Config is the configuration of one `shardkeeper serve` process. The comment of each field
 // names its flag and default.
 type Config struct {
-	NodeID          string   // --node-id, default the host name: stable node identity
-	DataDir         string   // --data-dir ./data: Pebble and Raft data
-	HTTPAddr        string   // --http-addr 127.0.0.1:8080: public HTTP API
-	GossipAddr      string   // --gossip-addr 127.0.0.1:7946: memberlist (UDP+TCP)
-	RaftAddr        string   // --raft-addr 127.0.0.1:7000: Raft transport
-	RemoteAddr      string   // --remote-addr 127.0.0.1:8090: actor remoting
-	AdvertiseAddr   string   // --advertise-addr, default "": IP other nodes and clients reach this node at
-	Join            []string // --join, comma-separated gossip addresses of existing members, default none
-	BootstrapExpect int      // --bootstrap-expect 1: members to wait for before the first bootstrap, >= 1
-	Partitions      int      // --partitions 16: P, fixed at bootstrap, 1..4096
-	RaftGroups      int      // --raft-groups 0: G, the Raft groups the partitions share, fixed at bootstrap; 0: the data directory's, or 3 (at most P) in a new one
-	GroupsPerNode   int      // --groups-per-node 1: Raft groups split online until there are this many per live node (at most P); 0: never split
-	Replicas        int      // --replicas 3: R (capped by cluster size), >= 1
-	AdminToken      string   // --admin-token, default "" (admin endpoints disabled)
-	AdminTokenFile  string   // --admin-token-file: AdminToken read from this file
+	NodeID          string        // --node-id, default the host name: stable node identity
+	DataDir         string        // --data-dir ./data: Pebble and Raft data
+	HTTPAddr        string        // --http-addr 127.0.0.1:8080: public HTTP API
+	GossipAddr      string        // --gossip-addr 127.0.0.1:7946: memberlist (UDP+TCP)
+	RaftAddr        string        // --raft-addr 127.0.0.1:7000: Raft transport
+	RemoteAddr      string        // --remote-addr 127.0.0.1:8090: actor remoting
+	AdvertiseAddr   string        // --advertise-addr, default "": IP other nodes and clients reach this node at
+	Join            []string      // --join, comma-separated gossip addresses of existing members, default none
+	BootstrapExpect int           // --bootstrap-expect 1: members to wait for before the first bootstrap, >= 1
+	Partitions      int           // --partitions 16: P, fixed at bootstrap, 1..4096
+	RaftGroups      int           // --raft-groups 0: G, the Raft groups the partitions share, fixed at bootstrap; 0: the data directory's, or 3 (at most P) in a new one
+	GroupsPerNode   int           // --groups-per-node 1: Raft groups split online until there are this many per live node (at most P); 0: never split
+	MergeDelay      time.Duration // --merge-delay 10m: groups merge back to --groups-per-node per live node once the cluster has been that small this long; 0: never merge
+	Replicas        int           // --replicas 3: R (capped by cluster size), >= 1
+	AdminToken      string        // --admin-token, default "" (admin endpoints disabled)
+	AdminTokenFile  string        // --admin-token-file: AdminToken read from this file
 
 	// Runtime tuning (our extensions of the contract):
 
@@ -105,6 +106,7 @@ func coreOptions(c *Config) []Option {
 		Int(&c.Partitions, "partitions", "16", "number of partitions P, fixed at bootstrap (1..4096)"),
 		Int(&c.RaftGroups, "raft-groups", "0", "number of Raft groups G the partitions are spread over: each is one Raft log, leader and round for all of its partitions; fixed at bootstrap (1..partitions; 0: the data directory's, or min(3, partitions) in a new one)"),
 		Int(&c.GroupsPerNode, "groups-per-node", "1", "Raft groups split online, one at a time, until the cluster has this many per live node (at most --partitions), so that every node leads its share as the cluster grows; 0: never split"),
+		Duration(&c.MergeDelay, "merge-delay", "10m", "Raft groups merge, two at a time, back to --groups-per-node per live node once the cluster has had that few live nodes for this long (so that a restart or a shrink followed by a growth does not merge and split back); 0: never merge"),
 		Int(&c.Replicas, "replicas", "3", "replication factor R, capped by the cluster size (>= 1)"),
 		String(&c.AdminToken, "admin-token", "", "bearer token of the admin endpoints; empty disables them (prefer --admin-token-file: a flag shows in ps)"),
 		String(&c.AdminTokenFile, "admin-token-file", "", "file holding the admin token, readable by its owner only").Checked(c.loadAdminToken),
@@ -293,6 +295,9 @@ func (c Config) Validate() error {
 	}
 	if c.GroupsPerNode < 0 {
 		bad("groups-per-node", "must not be negative, got %d", c.GroupsPerNode)
+	}
+	if c.MergeDelay < 0 {
+		bad("merge-delay", "must not be negative, got %s", c.MergeDelay)
 	}
 	if c.RaftGroups < 0 || c.RaftGroups > c.Partitions {
 		bad("raft-groups", "must be between 0 (the data directory's, or the default) and --partitions (%d), got %d", c.Partitions, c.RaftGroups)

@@ -164,7 +164,7 @@ func Start(cfg config.Config, opts Options) (n *Node, err error) {
 		KeyringFile: filepath.Join(cfg.DataDir, "gossip-keyring.json"),
 		Meta: cluster.NodeMeta{ID: cfg.NodeID, ServerID: n.serverID, Raft: host.Addr(),
 			Remote: n.system.ProcessRegistry.Address, HTTP: cfg.Advertised(n.ln.Addr().String()), Partitions: cfg.Partitions, Groups: host.Groups(),
-			Bootstrapped: host.HasState(), Splits: true},
+			Bootstrapped: host.HasState(), Splits: true, Merges: true},
 	}); err != nil {
 		return nil, err
 	}
@@ -186,7 +186,7 @@ func Start(cfg config.Config, opts Options) (n *Node, err error) {
 	}
 	n.reconciler = cluster.NewReconciler(cluster.ReconcilerConfig{
 		Host: host, Members: n.membership, Replicas: cfg.Replicas, DeadGrace: cfg.DeadMemberGrace, Disk: n.disk,
-		Groups: n.directory, GroupsPerNode: cfg.GroupsPerNode, Logger: logger,
+		Groups: n.directory, GroupsPerNode: cfg.GroupsPerNode, MergeDelay: cfg.MergeDelay, Logger: logger,
 	})
 	n.reconciler.Start()
 	forwards := prometheus.NewCounter(prometheus.CounterOpts{Name: "shardkeeper_requests_forwarded_total",

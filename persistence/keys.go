@@ -9,13 +9,16 @@ import (
 // Key layout. Every key a node stores lives in one Pebble DB:
 //
 //	'n' <name>                         node metadata (the partition and group counts)
-//	'n' "group/" <id u32>              a split-born group this node holds: first, end (u32s)
+//	'n' "group/" <id u32>              a split-born group this node holds: first, end, gen (u32s)
+//	'n' "gone/" <id u32>               a group merged into another here (merge.go)
 //	'p' <partition u32> 'R' 'l' <index u64>   Raft log entry of the group it is first of
 //	'p' <partition u32> 'R' 's' <key>         Raft stable store of the group it is first of
 //	'p' <partition u32> 'm' <name>            FSM metadata of the group it is first of
-//	                                          (applied index, command time; after a split,
-//	                                          the range end, and a split-born group's id
-//	                                          and birth configuration)
+//	                                          (applied index, command time, configuration;
+//	                                          after a split or merge, the range end and
+//	                                          generation; a split-born group's id and birth
+//	                                          configuration; while frozen, the freeze's
+//	                                          index; the merges its log decided)
 //	'p' <partition u32> 's' <state key>       replicated state, laid out by the actors package
 //
 // Integers are big-endian so that byte order is numeric order. A group of partitions
@@ -40,9 +43,15 @@ const (
 var (
 	metaApplied     = []byte("applied")
 	metaTime        = []byte("time")
-	metaEnd         = []byte("end")   // the group's range end, once a split changed it
-	metaGroup       = []byte("group") // the id of a split-born group starting here
-	metaBirth       = []byte("birth") // a split-born group's birth configuration
+	metaEnd         = []byte("end")    // the group's range end, once a split changed it
+	metaGroup       = []byte("group")  // the id of a split-born group starting here
+	metaBirth       = []byte("birth")  // a split-born group's birth configuration
+	metaGen         = []byte("gen")    // the group's generation (Group.Gen), once not 0
+	metaConfig      = []byte("config") // the configuration the group's log last set
+	metaFrozen      = []byte("frozen") // the index of the freeze it is frozen at
+	metaDecision    = []byte("merge/") // <group u32><index u64>: 'm' or 'a' (merge.go)
+	metaMergedAt    = []byte("merged") // the index of the last merge the group applied
+	nodeGone        = []byte("gone/")
 	nodeGroup       = []byte("group/")
 	nodeParts       = []byte("partitions")
 	nodeGroups      = []byte("groups")

@@ -171,7 +171,7 @@ func TestStateKeyOrdering(t *testing.T) {
 // its partitions: never its Raft log or stable store, which are local to each replica, nor
 // another group's keys.
 func TestSectionLayout(t *testing.T) {
-	for _, g := range []Group{{0, 0, 1}, {1, 3, 7}, {2, 4090, 4096}, {3, math.MaxUint32 - 1, math.MaxUint32}} {
+	for _, g := range []Group{{0, 0, 1, 0}, {1, 3, 7, 0}, {2, 4090, 4096, 2}, {3, math.MaxUint32 - 1, math.MaxUint32, 0}} {
 		lo, hi := snapshotBounds(g)
 		in := func(k []byte) bool { return bytes.Compare(k, lo) >= 0 && bytes.Compare(k, hi) < 0 }
 		for p := g.First; p < g.End; p++ {

@@ -25,19 +25,26 @@ type Layout struct{ Partitions, Groups int }
 // Group is one Raft group's share of the partitions: [First, End). Its Raft log, stable
 // store and FSM metadata live under its first partition's key prefix, so a group's
 // snapshot is one contiguous key range (see keys.go).
-type Group struct{ ID, First, End uint32 }
+//
+// Gen is the group's generation: 0 for the layout's groups, raised by every split (on both
+// halves) and merge (above both groups) it applies. Where two known ranges overlap, the
+// higher generation is the newer word (Holders).
+type Group struct{ ID, First, End, Gen uint32 }
 
 // NoGroup marks, in a Holders table, a partition no group holds.
 const NoGroup = ^uint32(0)
 
 // Holders maps each of partitions partitions to the id of the group among groups that holds
-// it, NoGroup where none does. Where ranges overlap — a group that has not yet applied a
-// split, beside the child that split made, known otherwise — the group starting later holds
-// the partition: a split's child always takes the end of its parent's range. groups is not
-// changed.
+// it, NoGroup where none does. Where ranges overlap — a group known from before a split or
+// merge beside one known from after it — the group of the higher generation holds the
+// partition, and among equal generations (ranges recorded before generations existed) the
+// one starting later: a split's child always takes the end of its parent's range. groups
+// is not changed.
 func Holders(groups []Group, partitions int) []uint32 {
 	sorted := slices.Clone(groups)
-	slices.SortStableFunc(sorted, func(a, b Group) int { return cmp.Compare(a.First, b.First) })
+	slices.SortStableFunc(sorted, func(a, b Group) int {
+		return cmp.Or(cmp.Compare(a.Gen, b.Gen), cmp.Compare(a.First, b.First))
+	})
 	table := make([]uint32, partitions)
 	for i := range table {
 		table[i] = NoGroup

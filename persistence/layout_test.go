@@ -19,4 +19,13 @@ func TestHolders(t *testing.T) {
 	if groups[0] != child {
 		t.Fatalf("Holders reordered its argument: %v", groups)
 	}
+	// A merge's group (a higher generation) holds its whole range, beside the stale ranges
+	// of the groups it took in, whichever starts later.
+	merged := Group{ID: 1, First: 0, End: 12, Gen: 3}
+	got = Holders([]Group{{ID: 7, First: 8, End: 12, Gen: 2}, merged, child}, 12)
+	for p, id := range got {
+		if id != merged.ID {
+			t.Fatalf("Holders after a merge = %v, want group 1 everywhere (partition %d)", got, p)
+		}
+	}
 }

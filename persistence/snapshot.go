@@ -118,7 +118,9 @@ func (s *fsmSnapshot) Release() { _ = s.snap.Close() }
 // Restore replaces the group's state with the snapshot in rc, atomically, in bounded
 // memory. A snapshot taken after a split carries the group's smaller range (its "end"
 // record, which the stream holds before any state): the group takes that range, and only it
-// is replaced, so the partitions the split gave away are left to the group that holds them. The keys (which the stream carries in order) are written to an sstable beside the
+// is replaced, so the partitions the split gave away are left to the group that holds them.
+// One taken after a merge carries a larger range: the groups held here inside it are
+// dropped first (OnAbsorb), and the whole range is replaced. The keys (which the stream carries in order) are written to an sstable beside the
 // database; only once the stream's checksum has been verified is the sstable ingested with an
 // excise of the group's range: one atomic, durable step (a synced WAL record or a
 // manifest edit) that drops the old state and adds the new. A crash leaves either the old
@@ -162,45 +164,75 @@ func (f *FSM) restore(r io.Reader) (int, uint32, error) {
 	defer func() { _ = fs.Remove(path) }()
 	w := sstable.NewWriter(objstorageprovider.NewFileWritable(file), f.s.opts.MakeWriterOptions(numLevels-1, f.s.db.TableFormat()))
 	keys := 0
-	endKey := metaKey(g.First, metaEnd)
-	// held is the first partition of the range that another group holds here (SetOwner),
-	// known once the range is: at the first key past the first partition's metadata, whose
-	// keys sort first and hold the range's end.
+	endKey, genKey := metaKey(g.First, metaEnd), metaKey(g.First, metaGen)
+	// The snapshot's range end and generation are in its first partition's metadata, whose
+	// keys sort first. At the first key past them the range is settled (settle): groups held
+	// here inside it that are older than the snapshot are dropped (OnAbsorb), and held is the
+	// first partition that a newer group holds here (SetOwner), whose state the snapshot must
+	// leave alone.
+	end, gen := g.End, uint32(0)
 	var held uint32
+	var absorbed func() error
 	known := false
-	meta := partitionPrefix(g.First, sectionMeta)
-	err = readSnapshot(r, lo[:len(lo)-1], func(key, v []byte) error {
-		if bytes.Equal(key, endKey) {
-			if len(v) != 4 || binary.BigEndian.Uint32(v) <= g.First || binary.BigEndian.Uint32(v) > f.end.Load() {
-				return fmt.Errorf("snapshot of the group's range up to %x, not inside its [%d, %d)", v, g.First, g.End)
-			}
-			g.End = binary.BigEndian.Uint32(v) // keys sort after it: they are checked against it
-		}
-		if !inGroupState(key, g) {
-			return fmt.Errorf("snapshot key %x outside the group's state", key)
-		}
-		if !known && !bytes.HasPrefix(key, meta) {
-			if held, err = f.heldFrom(g); err != nil {
+	settle := func() error {
+		known = true
+		if f.onAbsorb != nil {
+			var err error
+			if absorbed, err = f.onAbsorb(g.First, end, gen); err != nil {
 				return err
 			}
-			known = true
+		} else if end > g.End {
+			return fmt.Errorf("snapshot of the group's range up to %d, past its [%d, %d)", end, g.First, g.End)
+		}
+		g.End = end
+		var err error
+		held, err = f.heldFrom(g)
+		return err
+	}
+	meta := partitionPrefix(g.First, sectionMeta)
+	err = readSnapshot(r, lo[:len(lo)-1], func(key, v []byte) error {
+		switch {
+		case bytes.Equal(key, endKey):
+			if len(v) != 4 || binary.BigEndian.Uint32(v) <= g.First {
+				return fmt.Errorf("snapshot of the group's range up to %x, which starts at %d", v, g.First)
+			}
+			end = binary.BigEndian.Uint32(v)
+		case bytes.Equal(key, genKey) && len(v) == 4:
+			gen = binary.BigEndian.Uint32(v)
+		case !known && !bytes.HasPrefix(key, meta):
+			if err := settle(); err != nil {
+				return err
+			}
+		}
+		if !inGroupState(key, Group{First: g.First, End: max(end, g.End)}) {
+			return fmt.Errorf("snapshot key %x outside the group's state", key)
 		}
 		if known && binary.BigEndian.Uint32(key[1:5]) >= held {
-			return nil // held here by a group born of a later split: its state is newer
+			return nil // held here by a newer group (a later split's): its state is newer
 		}
 		keys++
 		return w.Set(key, v)
 	})
 	if err == nil && !known {
-		held, err = f.heldFrom(g)
+		err = settle()
 	}
 	if err = errors.Join(err, w.Close()); err != nil { // Close syncs the file
 		return 0, 0, err
 	}
-	// An empty snapshot ingests nothing but still excises: the partition is emptied.
+	// An empty snapshot ingests nothing but still excises: the partition is emptied. The
+	// excise also removes the Raft state and metadata of the groups absorbed, which start
+	// inside the range, in the same atomic step.
 	lo, hi := snapshotBounds(Group{ID: g.ID, First: g.First, End: held})
 	if _, err := f.s.db.IngestAndExcise(context.Background(), []string{path}, nil, nil, pebble.KeyRange{Start: lo, End: hi}); err != nil {
 		return 0, 0, fmt.Errorf("ingest: %w", err)
+	}
+	if absorbed != nil {
+		// Their tombstones: after the ingest, so that a crash before it leaves them whole
+		// (they open again, and a merge replayed here still finds them). A crash between the
+		// two leaves groups covered by a newer one, which the node drops when it starts.
+		if err := absorbed(); err != nil {
+			return 0, 0, err
+		}
 	}
 	return keys, g.End, nil
 }

@@ -133,10 +133,13 @@ func (f *FSM) applySplit(b *pebble.Batch, g Group, s Split, last int64) (Group, 
 	if s.Child>>31 == 0 || s.Child&0xffff != s.At&0xffff || s.Child == g.ID {
 		return Group{}, fmt.Errorf("%w: %#x is not an id of a group starting at %d", ErrSplitRefused, s.Child, s.At)
 	}
-	child := Group{ID: s.Child, First: s.At, End: g.End}
+	// Both halves take a generation above the parent's: where a node still knows the
+	// parent's old range beside the child's, the child's wins (Holders).
+	child := Group{ID: s.Child, First: s.At, End: g.End, Gen: g.Gen + 1}
 	u32 := func(v uint32) []byte { return binary.BigEndian.AppendUint32(nil, v) }
 	u64 := func(v uint64) []byte { return binary.BigEndian.AppendUint64(nil, v) }
 	_ = b.Set(metaKey(g.First, metaEnd), u32(s.At), nil)
+	_ = b.Set(metaKey(g.First, metaGen), u32(child.Gen), nil)
 	// A replica that lagged behind the split may hold the child already (its leader sent
 	// it a snapshot): the child's state here is newer than the split's, and stays.
 	if _, closer, err := f.s.db.Get(groupRecordKey(s.Child)); err == nil {
@@ -156,7 +159,9 @@ func (f *FSM) applySplit(b *pebble.Batch, g Group, s Split, last int64) (Group, 
 	_ = b.Set(metaKey(s.At, metaApplied), u64(birthIndex), nil)
 	_ = b.Set(metaKey(s.At, metaTime), u64(uint64(last)), nil)
 	_ = b.Set(metaKey(s.At, metaBirth), appendServers(nil, s.Servers), nil)
-	_ = b.Set(groupRecordKey(s.Child), append(u32(child.First), u32(child.End)...), nil)
+	_ = b.Set(metaKey(s.At, metaConfig), configRecord(birthIndex, s.Servers), nil)
+	_ = b.Set(metaKey(s.At, metaGen), u32(child.Gen), nil)
+	_ = b.Set(groupRecordKey(s.Child), groupRecord(child), nil)
 	return child, nil
 }
 
@@ -202,6 +207,23 @@ func (s *Store) NextSplitID(p uint32) (uint32, error) {
 	return SplitID(p, (id>>16)&0x7fff+1), nil
 }
 
+// metaU64 reads an 8-byte metadata record of the group whose first partition is p; 0 when
+// absent.
+func (s *Store) metaU64(p uint32, name []byte) (uint64, error) {
+	v, closer, err := s.db.Get(metaKey(p, name))
+	if errors.Is(err, pebble.ErrNotFound) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("read %s of partition %d: %w", name, p, err)
+	}
+	defer closer.Close()
+	if len(v) != 8 {
+		return 0, fmt.Errorf("corrupt %s of partition %d: %x", name, p, v)
+	}
+	return binary.BigEndian.Uint64(v), nil
+}
+
 // metaU32 reads a 4-byte metadata record of the group whose first partition is p.
 func (s *Store) metaU32(p uint32, name []byte) (uint32, bool, error) {
 	v, closer, err := s.db.Get(metaKey(p, name))
@@ -218,19 +240,24 @@ func (s *Store) metaU32(p uint32, name []byte) (uint32, bool, error) {
 	return binary.BigEndian.Uint32(v), true, nil
 }
 
-// Groups returns the groups this node holds: the layout's, each with the range its state
-// records (a split shrinks it), and the groups recorded here since (born by a split, or
-// added with RecordGroup), first partition first.
+// Groups returns the groups this node holds: the layout's, each with the range and
+// generation its state records (a split shrinks it, a merge extends it), and the groups
+// recorded here since (born by a split, or added with RecordGroup), first partition first.
+// Groups merged into another here are not among them (Gone).
 func (s *Store) Groups(l Layout) ([]Group, error) {
 	var out []Group
 	for id := range uint32(l.Count()) {
 		g := l.Group(id)
-		if end, ok, err := s.recordedEnd(g); err != nil {
+		if gone, err := s.Gone(id); err != nil {
 			return nil, err
-		} else if ok {
-			g.End = end
+		} else if gone {
+			continue
 		}
-		out = append(out, g)
+		if g, err := s.recorded(g); err != nil {
+			return nil, err
+		} else {
+			out = append(out, g)
+		}
 	}
 	lo := nodeKey(nodeGroup)
 	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: PrefixEnd(lo)})
@@ -239,17 +266,18 @@ func (s *Store) Groups(l Layout) ([]Group, error) {
 	}
 	for ok := it.First(); ok; ok = it.Next() {
 		k, v := it.Key()[len(lo):], it.Value()
-		if len(k) != 4 || len(v) != 8 {
+		if len(k) != 4 || (len(v) != 8 && len(v) != 12) {
 			it.Close()
 			return nil, fmt.Errorf("corrupt group record %x = %x", it.Key(), v)
 		}
 		g := Group{ID: binary.BigEndian.Uint32(k), First: binary.BigEndian.Uint32(v), End: binary.BigEndian.Uint32(v[4:])}
+		if len(v) == 12 {
+			g.Gen = binary.BigEndian.Uint32(v[8:])
+		}
 		// The group's own metadata, once it has any, is the newer word on its range.
-		if end, ok, err := s.recordedEnd(g); err != nil {
+		if g, err = s.recorded(g); err != nil {
 			it.Close()
 			return nil, err
-		} else if ok {
-			g.End = end
 		}
 		out = append(out, g)
 	}
@@ -258,6 +286,21 @@ func (s *Store) Groups(l Layout) ([]Group, error) {
 	}
 	sortGroups(out)
 	return out, nil
+}
+
+// recorded returns g with the range end and generation its own metadata records, where it
+// records them.
+func (s *Store) recorded(g Group) (Group, error) {
+	end, ok, err := s.recordedEnd(g)
+	if err != nil || !ok {
+		return g, err
+	}
+	g.End = end
+	gen, ok, err := s.metaU32(g.First, metaGen)
+	if ok {
+		g.Gen = gen
+	}
+	return g, err
 }
 
 // recordedEnd returns the range end group g's own metadata records (a split shrank it, or
@@ -286,8 +329,20 @@ func (s *Store) RecordGroup(g Group) error {
 	} else if !errors.Is(err, pebble.ErrNotFound) {
 		return err
 	}
+	if gone, err := s.Gone(g.ID); err != nil || gone {
+		return errors.Join(err, fmt.Errorf("record group %#x: %w", g.ID, ErrGone))
+	}
+	return s.db.Set(groupRecordKey(g.ID), groupRecord(g), pebble.Sync)
+}
+
+// ErrGone reports a group merged into another on this node: it never opens here again.
+var ErrGone = errors.New("the group was merged into another")
+
+// groupRecord is the value of g's node record: first, end and generation (u32s; records
+// written before generations have no generation).
+func groupRecord(g Group) []byte {
 	v := binary.BigEndian.AppendUint32(binary.BigEndian.AppendUint32(nil, g.First), g.End)
-	return s.db.Set(groupRecordKey(g.ID), v, pebble.Sync)
+	return binary.BigEndian.AppendUint32(v, g.Gen)
 }
 
 func groupRecordKey(id uint32) []byte {

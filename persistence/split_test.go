@@ -30,7 +30,7 @@ func TestSplitApply(t *testing.T) {
 	f := groupOf(t, s, layout.Group(0))
 	var born []Group
 	f.OnSplit(func(parent, c Group) {
-		if parent != (Group{ID: 0, First: 0, End: c.First}) {
+		if parent != (Group{ID: 0, First: 0, End: c.First, Gen: 1}) {
 			t.Errorf("OnSplit with parent %+v", parent)
 		}
 		born = append(born, c)
@@ -52,7 +52,7 @@ func TestSplitApply(t *testing.T) {
 	if g := f.Group(); g.End != 4 || f.AppliedIndex() != 5 || f.LastTime() != 40 {
 		t.Fatalf("after the split: group %+v applied %d time %d, want [0, 4) 5 40", g, f.AppliedIndex(), f.LastTime())
 	}
-	want := Group{ID: child, First: 4, End: 8}
+	want := Group{ID: child, First: 4, End: 8, Gen: 1}
 	if len(born) != 1 || born[0] != want {
 		t.Fatalf("OnSplit called with %+v, want %+v", born, want)
 	}
@@ -99,7 +99,7 @@ func TestSplitApply(t *testing.T) {
 	closeStore()
 	s, _ = openStore(t, dir)
 	groups, err := s.Groups(layout)
-	if err != nil || !slices.Equal(groups, []Group{{ID: 0, First: 0, End: 4}, want}) {
+	if err != nil || !slices.Equal(groups, []Group{{ID: 0, First: 0, End: 4, Gen: 1}, want}) {
 		t.Fatalf("Groups after a restart = %+v %v, want [0, 4) and %+v", groups, err, want)
 	}
 }

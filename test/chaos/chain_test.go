@@ -46,7 +46,8 @@ const (
 // exactly once, and the version index, the entities' latest pointers and the head agree with
 // the chain. In grow-shrink, instead of the kills, two nodes join while uploads are under
 // way, which splits the Raft group holding the chain (its partition moves to the new group),
-// and leave again (SIGTERM) before the end.
+// and leave again (SIGTERM) before the end, after which the groups merge back to one per
+// node while the last uploads go on.
 func TestChainExactlyOnce(t *testing.T) {
 	for _, ctl := range []struct {
 		name  string
@@ -117,6 +118,8 @@ func growUnderChain(c *cluster, h *chainHistory, at func(n int), p uint32) {
 		c.note("%s stopped (%d appends answered)", extra[i].Config.NodeID, h.posted())
 	}
 	c.waitPlaced(c.nodes, deadGrace+30*time.Second)
+	c.awaitGroupPerNode(c.nodes, 2*time.Minute, true)
+	c.note("merged back to one group per node; the chain's partition is in group %#x (%d appends answered)", c.groupOf(p), h.posted())
 }
 
 func runChainScenario(t *testing.T, control func(c *cluster, h *chainHistory, at func(n int), p uint32)) {
@@ -133,7 +136,7 @@ func runChainScenario(t *testing.T, control func(c *cluster, h *chainHistory, at
 		}
 	}
 	c := startClusterBinding(t, false, "--arweave-gateway", gw.URL, "--arweave-wallet", wallet, "--chain-token-file", token,
-		"--chain-max-in-flight", "16", "--chain-poll-interval", "200ms")
+		"--chain-max-in-flight", "16", "--chain-poll-interval", "200ms", "--merge-delay", "2s")
 	h := newChainHistory(c)
 	total := chainEntities * chainVersions
 

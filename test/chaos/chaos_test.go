@@ -22,9 +22,10 @@ import (
 // A fault is injected into a loaded cluster and healed again; see TestChaos.
 type fault struct {
 	name  string
-	short bool // part of the -short subset
-	net   bool // needs nftables (root)
-	retry bool // clients retry (rolling restart): no request may fail permanently
+	short bool     // part of the -short subset
+	net   bool     // needs nftables (root)
+	retry bool     // clients retry (rolling restart): no request may fail permanently
+	flags []string // the cluster's, after the relayer's
 	run   func(s *scenario)
 }
 
@@ -40,7 +41,7 @@ var faults = []fault{
 	{name: "partition-leader", short: true, net: true, run: isolateLeader},
 	{name: "partition-bridge", net: true, run: bridge},
 	{name: "partition-one-way", net: true, run: oneWay},
-	{name: "grow-shrink", retry: true, run: growAndShrink},
+	{name: "grow-shrink", retry: true, flags: []string{"--merge-delay=2s"}, run: growAndShrink},
 }
 
 // Phases of every scenario: load alone, then the fault (load goes on), then load after the
@@ -127,7 +128,7 @@ func startLoaded(t *testing.T, seed uint64, flags ...string) *scenario {
 func runScenario(t *testing.T, f fault, seed uint64) {
 	begin := time.Now()
 	env := startChaosRelayerEnv(t, seed)
-	c := startClusterBinding(t, false, env.flags...)
+	c := startClusterBinding(t, false, append(env.flags, f.flags...)...)
 	s := &scenario{t: t, c: c, rnd: rand.New(rand.NewPCG(seed, 0))}
 	s.w = newWorkload(c, seed, f.retry)
 	s.rl = newRelayerLoad(c, env, seed)
@@ -454,7 +455,13 @@ func oneWay(s *scenario) {
 // moves replicas and leaderships onto them, with the relayer's intents and every workload
 // running; then both are stopped (SIGTERM), one after the other, and the cluster is back to
 // its three nodes, with five groups.
-func growAndShrink(s *scenario) { growAndShrinkBack(s, false) }
+// growAndShrink grows the cluster to five nodes and back (growAndShrinkBack), then waits for
+// its groups to merge back to one per node, under the relayer's intents.
+func growAndShrink(s *scenario) {
+	growAndShrinkBack(s, false)
+	s.c.awaitGroupPerNode(s.c.nodes, 2*time.Minute, true)
+	s.c.note("merged back to one group per node")
+}
 
 // growAndShrinkBack joins n4 and n5 and waits until the cluster has split to one Raft group
 // per node, placed, every node mapping the partitions alike; then stops them (SIGTERM), the

@@ -278,19 +278,21 @@ func (c *cluster) placementProblem(nodes []*proc.Node, metas []placement.NodeMet
 // leading) shrinks back to three, each node stopped with SIGTERM as soon as the one before
 // has exited: no group loses its quorum (every remaining node keeps answering, and the
 // cluster is placed within the dead-member grace at the end), every node left leads, and
-// the histories of the whole run are linearizable. The groups do not merge: the three nodes
-// left lead three each.
+// the histories of the whole run are linearizable. Once the cluster has been small for the
+// merge delay, its groups merge, two at a time, back to one per node, each node leading one.
 func TestShrinkNineToThree(t *testing.T) {
 	if testing.Short() {
 		t.Skip("nine nodes: make chaos runs it")
 	}
 	begin := time.Now()
-	s := startLoaded(t, 10, graceFlags...)
+	// Groups merge back to one per node once the cluster has been small for 20 s.
+	flags := append(slices.Clone(graceFlags), "--merge-delay=20s")
+	s := startLoaded(t, 10, flags...)
 	c := s.c
 
 	var extra []*proc.Node
 	for i, ip := range nodeIPs[clusterSize:] {
-		n := c.join("n"+strconv.Itoa(clusterSize+1+i), ip, graceFlags)
+		n := c.join("n"+strconv.Itoa(clusterSize+1+i), ip, flags)
 		n.WaitReady(60 * time.Second)
 		s.w.addNode(n)
 		extra = append(extra, n)
@@ -310,6 +312,8 @@ func TestShrinkNineToThree(t *testing.T) {
 		c.note("%s exited after %s", n.Config.NodeID, time.Since(stopping).Round(time.Millisecond))
 	}
 	c.waitPlaced(c.nodes, deadGrace+30*time.Second)
+	c.awaitGroupPerNode(c.nodes, 3*time.Minute, true)
+	c.note("merged back to one group per node")
 	c.awaitView(c.nodes[0], time.Now().Add(30*time.Second), "every node left leading", func(v clusterView) string {
 		leaders := map[string]bool{}
 		for _, p := range v.Partitions {

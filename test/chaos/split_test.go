@@ -87,7 +87,7 @@ func runSplitScenario(t *testing.T, f splitFault) {
 	for i, ip := range growIPs {
 		all = append(all, c.join("n"+strconv.Itoa(clusterSize+1+i), ip, graceFlags))
 	}
-	leader, group := awaitSplitDecision(t, all, 90*time.Second)
+	leader, group := awaitDecision(t, all, "splitting raft group", 90*time.Second)
 	var voters []string
 	var v clusterView
 	if err := c.getJSON(all[(leader+1)%len(all)], "/v1/cluster", &v); err == nil {
@@ -123,25 +123,25 @@ func runSplitScenario(t *testing.T, f splitFault) {
 	s.finish(true)
 }
 
-// awaitSplitDecision watches the nodes' logs until one says it splits a Raft group, and
-// returns that node's index and the group.
-func awaitSplitDecision(t *testing.T, nodes []*proc.Node, timeout time.Duration) (int, uint32) {
+// awaitDecision watches the nodes' logs until one logs msg ("splitting raft group", "merging
+// raft groups"), and returns that node's index and the line's group.
+func awaitDecision(t *testing.T, nodes []*proc.Node, msg string, timeout time.Duration) (int, uint32) {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
 	for time.Now().Before(deadline) {
 		for i, n := range nodes {
-			if g, ok := splitLine(n.LogPath); ok {
+			if g, ok := decisionLine(n.LogPath, msg); ok {
 				return i, g
 			}
 		}
 		time.Sleep(2 * time.Millisecond)
 	}
-	t.Fatalf("no node decided a split within %s", timeout)
+	t.Fatalf("no node logged %q within %s", msg, timeout)
 	return 0, 0
 }
 
-// splitLine returns the group of the first "splitting raft group" line of the log at path.
-func splitLine(path string) (uint32, bool) {
+// decisionLine returns the group of the first line of the log at path whose message is msg.
+func decisionLine(path, msg string) (uint32, bool) {
 	f, err := os.Open(path)
 	if err != nil {
 		return 0, false
@@ -151,7 +151,7 @@ func splitLine(path string) (uint32, bool) {
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
 	for sc.Scan() {
 		line := sc.Bytes()
-		if !strings.Contains(string(line), `"msg":"splitting raft group"`) {
+		if !strings.Contains(string(line), `"msg":"`+msg+`"`) {
 			continue
 		}
 		var rec struct{ Group string }
