@@ -78,6 +78,8 @@ type Host struct {
 	mu      sync.RWMutex
 	groups  map[uint32]*group
 	merging map[uint32]bool // groups a merge coordinated here is changing
+	// absorbing holds the groups a snapshot restore is replacing: they never open again.
+	absorbing map[uint32]bool
 	// opened is closed once NewHost has opened every group recorded here.
 	opened    chan struct{}
 	compactMu sync.Mutex
@@ -147,13 +149,14 @@ func NewHost(cfg HostConfig) (*Host, error) {
 		advertise = cfg.Advertise(advertise)
 	}
 	h := &Host{cfg: cfg, mux: mux, addr: advertise, hlog: newHclog(cfg.Logger, "raft"), stop: make(chan struct{}), groups: map[uint32]*group{},
-		opening: map[uint32]chan struct{}{}, merging: map[uint32]bool{}, opened: make(chan struct{})}
+		opening: map[uint32]chan struct{}{}, merging: map[uint32]bool{}, absorbing: map[uint32]bool{},
+		opened: make(chan struct{})}
 	spans, err := cfg.Store.Groups(cfg.Layout)
 	if err != nil {
 		h.Close()
 		return nil, err
 	}
-	if spans, err = dropCovered(cfg.Store, spans); err != nil {
+	if spans, err = h.dropCovered(cfg.Store, spans); err != nil {
 		h.Close()
 		return nil, err
 	}
@@ -165,7 +168,8 @@ func NewHost(cfg HostConfig) (*Host, error) {
 	}
 	h.rebuildOwners()
 	for _, pg := range spans {
-		if _, err := h.open(pg); err != nil {
+		// A group gone meanwhile was absorbed by a snapshot an earlier one restored.
+		if _, err := h.open(pg); err != nil && !errors.Is(err, persistence.ErrGone) {
 			h.Close()
 			return nil, err
 		}
@@ -177,7 +181,7 @@ func NewHost(cfg HostConfig) (*Host, error) {
 // dropCovered drops the groups recorded here whose whole range a group of a newer generation
 // holds here: a merge took them in by a snapshot whose restore stopped before it dropped them
 // (persistence.Store.Absorb). It returns the others.
-func dropCovered(store *persistence.Store, spans []persistence.Group) ([]persistence.Group, error) {
+func (h *Host) dropCovered(store *persistence.Store, spans []persistence.Group) ([]persistence.Group, error) {
 	var keep, drop []persistence.Group
 	for _, g := range spans {
 		if slices.ContainsFunc(spans, func(o persistence.Group) bool { return covers(o, g) }) {
@@ -189,7 +193,13 @@ func dropCovered(store *persistence.Store, spans []persistence.Group) ([]persist
 	if len(drop) == 0 {
 		return spans, nil
 	}
-	return keep, store.Absorb(drop)
+	if err := store.Absorb(drop); err != nil {
+		return nil, err
+	}
+	for _, g := range drop {
+		h.removeSnapshots(g)
+	}
+	return keep, nil
 }
 
 // open starts group pg's Raft here, unless it runs already, and reports its leadership
@@ -214,6 +224,10 @@ func (h *Host) open(pg persistence.Group) (*group, error) {
 			<-ch
 			continue
 		}
+		if h.absorbing[pg.ID] {
+			h.mu.Unlock()
+			return nil, fmt.Errorf("open group %s: %w", GroupName(pg.ID), persistence.ErrGone)
+		}
 		ch := make(chan struct{})
 		h.opening[pg.ID] = ch
 		added := false
@@ -231,6 +245,13 @@ func (h *Host) open(pg persistence.Group) (*group, error) {
 		case <-h.stop:
 			stopped = true
 		default:
+		}
+		if err == nil && !stopped && h.absorbing[pg.ID] {
+			// A snapshot restore absorbed it while it opened.
+			h.mu.Unlock()
+			_ = g.stop()
+			h.mu.Lock()
+			g, err = nil, fmt.Errorf("open group %s: %w", GroupName(pg.ID), persistence.ErrGone)
 		}
 		if err == nil && stopped {
 			// Close came meanwhile and waits for this: the instance is shut down before
@@ -340,6 +361,36 @@ func raftConfig(cfg HostConfig, logger hclog.Logger) *raft.Config {
 // for commands of a few KB.
 const logCacheEntries = 256
 
+// restoreNewer restores the newest snapshot stored for group pg when it is newer than the
+// state its FSM holds. Raft keeps a snapshot it received before the FSM has restored it; a
+// crash or a failed restore in between, and Raft (which does not restore on start, the state
+// being in Pebble) would start past state the FSM never got.
+func (h *Host) restoreNewer(pg persistence.Group, fsm *persistence.FSM, snaps raft.SnapshotStore) error {
+	list, err := snaps.List()
+	if err != nil || len(list) == 0 || list[0].Index <= fsm.AppliedIndex() {
+		return err
+	}
+	_, rc, err := snaps.Open(list[0].ID)
+	if err != nil {
+		return fmt.Errorf("group %s: open snapshot %s: %w", GroupName(pg.ID), list[0].ID, err)
+	}
+	h.cfg.Logger.Warn("raft group state older than its newest snapshot: restoring the snapshot", "group", GroupName(pg.ID),
+		"applied_index", fsm.AppliedIndex(), "snapshot_index", list[0].Index)
+	return fsm.Restore(rc)
+}
+
+// hook gives group pg's FSM the host's part in splits, merges and restores.
+func (h *Host) hook(fsm *persistence.FSM, pg persistence.Group) {
+	fsm.OnSplit(h.born)
+	fsm.OnRestore(h.restored)
+	fsm.OnMerge(h.mergeIn(pg.ID))
+	fsm.OnMerged(h.merged)
+	fsm.OnAbsorb(h.absorb(pg.ID))
+	// No holder here: the partitions of a group a merge is taking in, between its stop and
+	// the merge's batch.
+	fsm.SetOwner(func(p uint32) bool { o := h.Owner(p); return o == pg.ID || o == noOwner })
+}
+
 // snapshotDirName is the directory, under HostConfig.SnapshotDir, of group g's snapshots.
 func snapshotDirName(g persistence.Group) string {
 	if g.ID>>31 != 0 {
@@ -356,14 +407,7 @@ func (h *Host) openGroup(pg persistence.Group, advertise string, hlog hclog.Logg
 	if err != nil {
 		return nil, err
 	}
-	fsm.OnSplit(h.born)
-	fsm.OnRestore(h.restored)
-	fsm.OnMerge(h.mergeIn(pg.ID))
-	fsm.OnMerged(h.merged)
-	fsm.OnAbsorb(h.absorb(pg.ID))
-	// No holder here: the partitions of a group a merge is taking in, between its stop and
-	// the merge's batch.
-	fsm.SetOwner(func(p uint32) bool { o := h.Owner(p); return o == pg.ID || o == noOwner })
+	h.hook(fsm, pg)
 	logs, stable := h.cfg.Store.LogStore(pg.First), h.cfg.Store.StableStore(pg.First)
 	snaps, err := raft.NewFileSnapshotStoreWithLogger(filepath.Join(h.cfg.SnapshotDir, snapshotDirName(pg)), 2, hlog)
 	if err != nil {
@@ -384,6 +428,10 @@ func (h *Host) openGroup(pg persistence.Group, advertise string, hlog hclog.Logg
 	rc := raftConfig(h.cfg, hlog)
 	rc.NotifyCh = g.notify
 
+	if err := h.restoreNewer(pg, fsm, snaps); err != nil {
+		trans.Close()
+		return nil, err
+	}
 	if err := h.writeBirth(pg, fsm, logs, stable, snaps, trans); err != nil {
 		trans.Close()
 		return nil, err
@@ -709,19 +757,21 @@ func (h *Host) Change(g uint32, a Action) error {
 		return NotHere(g)
 	}
 	r := gr.raft
-	h.mu.RLock()
-	merging := h.merging[g]
-	h.mu.RUnlock()
-	if a.Kind != TransferLeadership && (merging || gr.fsm.Frozen() != 0) {
-		// A merge needs the groups' voters unchanged from its check to its end.
-		return fmt.Errorf("%w: group %s is merging", ErrMergeBusy, GroupName(g))
-	}
-	if a.Kind == AddNonvoter || a.Kind == PromoteVoter {
-		// A replica added now must not replay a merge: after a Barrier, this leader has
-		// applied every merge its log holds, and compacts past the last one.
+	if a.Kind != TransferLeadership {
+		// After a Barrier this leader has applied every entry its log holds: a freeze (a
+		// merge needs the groups' voters unchanged from its check to its end) and a merge
+		// (a replica added now must not replay it: the log is compacted past it first).
 		if err := r.Barrier(timeout).Error(); err != nil {
 			return err
 		}
+		h.mu.RLock()
+		merging := h.merging[g]
+		h.mu.RUnlock()
+		if merging || gr.fsm.Frozen() != 0 {
+			return fmt.Errorf("%w: group %s is merging", ErrMergeBusy, GroupName(g))
+		}
+	}
+	if a.Kind == AddNonvoter || a.Kind == PromoteVoter {
 		if err := h.compactPastMerge(gr); err != nil {
 			return err
 		}

@@ -197,7 +197,8 @@ func (h *Host) unfreeze(r *group, at uint64, l uint32) error {
 // is for, whose log alone decides it:
 //   - l's leader proposes Abort there, unless l's log decided already;
 //   - r's leader reopens r once this node's instance of l has applied that Abort, or once
-//     l is gone from this node (merged into another: a merge into it can no longer happen).
+//     l was merged into another group here by its own freeze (its log, applied here up to
+//     the freeze, did not take r in, and refuses a merge after it).
 //
 // It returns how many groups it changed.
 func (h *Host) ResolveFreeze() (changed int, err error) {
@@ -211,7 +212,7 @@ func (h *Host) ResolveFreeze() (changed int, err error) {
 			continue
 		}
 		lg := h.group(l)
-		gone, gerr := h.cfg.Store.Gone(l)
+		gone, gerr := h.cfg.Store.MergedAway(l)
 		if gerr != nil {
 			errs = append(errs, gerr)
 			continue
@@ -255,12 +256,14 @@ func (h *Host) mergeIn(l uint32) func(r persistence.Group, at uint64) error {
 			h.shutdown(rg)
 			fsm = rg.fsm
 		} else {
-			// Not open: dropped here already by a snapshot of l that did not finish, or
-			// stopping. Its state and log are on disk until l's merge or restore removes them.
+			// Not open: stopped here already for a snapshot of l that did not go in, or the
+			// node is stopping. Its state and log are on disk until l's merge or restore
+			// removes them; its entries up to the freeze apply as in its own instance.
 			var err error
 			if fsm, err = h.cfg.Store.FSM(r); err != nil {
 				return err
 			}
+			h.hook(fsm, r)
 		}
 		if applied := fsm.AppliedIndex(); applied < at {
 			logs := h.cfg.Store.LogStore(r.First)
@@ -274,8 +277,8 @@ func (h *Host) mergeIn(l uint32) func(r persistence.Group, at uint64) error {
 			}
 			fsm.ApplyBatch(entries)
 		}
-		if got := fsm.Frozen(); got != at {
-			return fmt.Errorf("group %s is frozen at %d here, not %d", GroupName(r.ID), got, at)
+		if got, by := fsm.Frozen(), fsm.FrozenFor(); got != at || by != l {
+			return fmt.Errorf("group %s is frozen at %d for %s here, not at %d for %s", GroupName(r.ID), got, GroupName(by), at, GroupName(l))
 		}
 		h.forget(r)
 		h.cfg.Logger.Info("raft group merged into another", "group", GroupName(r.ID), "into", GroupName(l),
@@ -287,12 +290,13 @@ func (h *Host) mergeIn(l uint32) func(r persistence.Group, at uint64) error {
 // merged is OnMerged: l holds r's range from now on. Every replica then compacts l's log past
 // the merge, so that whichever of them leads l later never sends the merge entry to a
 // replica added after it.
-func (h *Host) merged(l, _ persistence.Group) {
+func (h *Host) merged(l, r persistence.Group) {
 	h.mu.Lock()
 	h.spans[l.ID] = l
 	h.rebuildOwners()
 	h.mu.Unlock()
 	h.spansChanged()
+	h.removeSnapshots(r) // tombstoned now: it never opens again
 	if g := h.group(l.ID); g != nil {
 		h.wg.Add(1)
 		go func() {
@@ -305,17 +309,25 @@ func (h *Host) merged(l, _ persistence.Group) {
 }
 
 // absorb is OnAbsorb of group l: a snapshot of l restores [from, to) at generation gen. The
-// groups held here that start inside it, after from, with an older generation, are stopped
-// and no longer hold their partitions; once the snapshot is in, they are dropped.
+// groups recorded here that start inside it, after from, with an older generation, are
+// stopped and no longer hold their partitions (nor open, also at a start); once the snapshot
+// is in, they are dropped.
 func (h *Host) absorb(l uint32) func(from, to, gen uint32) (func() error, error) {
 	return func(from, to, gen uint32) (func() error, error) {
 		var held []persistence.Group
-		for _, g := range h.all() {
-			if s := g.fsm.Group(); g.ID != l && s.First > from && s.First < to && s.Gen < gen {
-				h.shutdown(g)
-				h.forget(s)
+		h.mu.Lock()
+		for _, s := range h.spans {
+			if s.ID != l && s.First > from && s.First < to && s.Gen < gen {
+				h.absorbing[s.ID] = true
 				held = append(held, s)
 			}
+		}
+		h.mu.Unlock()
+		for _, s := range held {
+			if g := h.group(s.ID); g != nil {
+				h.shutdown(g)
+			}
+			h.forget(s)
 		}
 		if len(held) == 0 {
 			return nil, nil
@@ -325,6 +337,7 @@ func (h *Host) absorb(l uint32) func(from, to, gen uint32) (func() error, error)
 				return err
 			}
 			for _, s := range held {
+				h.removeSnapshots(s)
 				h.cfg.Logger.Info("raft group taken in by a merge, from a snapshot", "group", GroupName(s.ID), "into", GroupName(l))
 			}
 			return nil
@@ -347,16 +360,58 @@ func (h *Host) shutdown(g *group) {
 	}
 }
 
-// forget removes a stopped group from the host, and its snapshots from the disk.
+// forget removes a stopped group from the host.
 func (h *Host) forget(g persistence.Group) {
 	h.mu.Lock()
 	delete(h.groups, g.ID)
 	delete(h.spans, g.ID)
 	h.rebuildOwners()
 	h.mu.Unlock()
+}
+
+// removeSnapshots removes the snapshots of a group tombstoned here (never before: a group
+// that opens again needs them, its log may start after them).
+func (h *Host) removeSnapshots(g persistence.Group) {
 	if err := os.RemoveAll(filepath.Join(h.cfg.SnapshotDir, snapshotDirName(g))); err != nil {
-		h.cfg.Logger.Warn("remove the snapshots of a raft group merged into another", "group", GroupName(g.ID), "error", err)
+		h.cfg.Logger.Warn("remove the snapshots of a dropped raft group", "group", GroupName(g.ID), "error", err)
 	}
+}
+
+// dropStale stops and drops the groups recorded here that start where g does with an older
+// generation: g took their first partition over (a split of a group that had merged them),
+// and a node outside that merge kept them. It reports false when a group as new as g
+// already starts there (g is the stale one).
+func (h *Host) dropStale(g persistence.Group) (bool, error) {
+	var stale []persistence.Group
+	h.mu.RLock()
+	for _, s := range h.spans {
+		switch {
+		case s.ID == g.ID || s.First != g.First:
+		case s.Gen >= g.Gen:
+			h.mu.RUnlock()
+			return false, nil
+		default:
+			stale = append(stale, s)
+		}
+	}
+	h.mu.RUnlock()
+	for _, s := range stale {
+		if gr := h.group(s.ID); gr != nil {
+			h.shutdown(gr)
+		}
+		h.forget(s)
+	}
+	if len(stale) == 0 {
+		return true, nil
+	}
+	if err := h.cfg.Store.Drop(stale); err != nil {
+		return false, err
+	}
+	for _, s := range stale {
+		h.removeSnapshots(s)
+		h.cfg.Logger.Info("stale raft group dropped: a newer one starts at its first partition", "group", GroupName(s.ID), "by", GroupName(g.ID))
+	}
+	return true, nil
 }
 
 // compactPastMerge makes sure a replica added to g now starts from a snapshot, never from

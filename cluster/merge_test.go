@@ -3,6 +3,7 @@ package cluster
 import (
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"path/filepath"
 	"testing"
@@ -282,7 +283,8 @@ func TestDropCovered(t *testing.T) {
 	}
 	merged := persistence.Group{ID: 0, First: 0, End: 8, Gen: 2}
 	child := persistence.Group{ID: persistence.SplitID(8, 1), First: 8, End: 12, Gen: 1}
-	keep, err := dropCovered(store, []persistence.Group{merged, stale, child})
+	h := &Host{cfg: HostConfig{Store: store, SnapshotDir: t.TempDir(), Logger: slog.New(slog.DiscardHandler)}}
+	keep, err := h.dropCovered(store, []persistence.Group{merged, stale, child})
 	if err != nil || len(keep) != 2 || keep[0] != merged || keep[1] != child {
 		t.Fatalf("dropCovered = %+v %v, want the merged group and the one beside it", keep, err)
 	}
@@ -291,5 +293,83 @@ func TestDropCovered(t *testing.T) {
 	}
 	if err := store.RecordGroup(stale); !errors.Is(err, persistence.ErrGone) {
 		t.Fatalf("recording a gone group again: %v, want ErrGone", err)
+	}
+}
+
+// A group that a node still holds although a merge took it in elsewhere (the node was not
+// among the merge's replicas) is dropped, Raft state and all, when a newer group that starts
+// at the same partition arrives; an older one arriving late changes nothing.
+func TestEnsureGroupDropsStale(t *testing.T) {
+	dir := t.TempDir()
+	store, err := persistence.Open(filepath.Join(dir, "db"), slog.New(slog.DiscardHandler), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stale := persistence.Group{ID: persistence.SplitID(4, 1), First: 4, End: 8, Gen: 1}
+	if err := store.RecordGroup(stale); err != nil {
+		t.Fatal(err)
+	}
+	if err := store.Close(); err != nil {
+		t.Fatal(err)
+	}
+	th := startHost(t, dir, "n0@x")
+	if th.group(stale.ID) == nil {
+		t.Fatal("the recorded group did not open")
+	}
+	newer := persistence.Group{ID: persistence.SplitID(4, 2), First: 4, End: 8, Gen: 3}
+	if err := th.EnsureGroup(newer); err != nil {
+		t.Fatal(err)
+	}
+	if th.group(stale.ID) != nil || th.group(newer.ID) == nil {
+		t.Fatalf("after the newer group arrived: stale open %v, newer open %v", th.group(stale.ID) != nil, th.group(newer.ID) != nil)
+	}
+	if gone, err := th.store.Gone(stale.ID); err != nil || !gone {
+		t.Fatalf("the stale group is not gone: %v %v", gone, err)
+	}
+	late := persistence.Group{ID: persistence.SplitID(4, 3), First: 4, End: 8, Gen: 2}
+	if err := th.EnsureGroup(late); err != nil || th.group(late.ID) != nil {
+		t.Fatalf("an older group arriving late: %v, opened %v", err, th.group(late.ID) != nil)
+	}
+}
+
+// A snapshot Raft stored (received from a leader) but the FSM never restored — the node
+// stopped in between — is restored when the group opens: Raft, which does not restore on
+// start, would otherwise start past state the FSM never got.
+func TestOpenRestoresNewerSnapshot(t *testing.T) {
+	src, err := persistence.Open(filepath.Join(t.TempDir(), "db"), slog.New(slog.DiscardHandler), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	fsm, err := src.FSM(splitLayout.Group(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fsm.ApplyBatch([]*raft.Log{{Index: 5, Term: 2, Type: raft.LogCommand, Data: putCmd(3, "k", "from the snapshot")}})
+	snap, err := fsm.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer snap.Release()
+	dir := t.TempDir()
+	snaps, err := raft.NewFileSnapshotStore(filepath.Join(dir, "snaps", snapshotDirName(splitLayout.Group(0))), 2, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	self := raft.Server{Suffrage: raft.Voter, ID: "n0@x", Address: "127.0.0.1:1#n0@x"}
+	_, trans := raft.NewInmemTransport("")
+	sink, err := snaps.Create(raft.SnapshotVersionMax, 5, 2, raft.Configuration{Servers: []raft.Server{self}}, 1, trans)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := snap.Persist(sink); err != nil {
+		t.Fatal(err)
+	}
+	th := startHost(t, dir, "n0@x")
+	if in := th.Info(0); in.Applied != 5 {
+		t.Fatalf("applied %d after opening, want the snapshot's 5", in.Applied)
+	}
+	if v, _, _ := th.store.Get(3, []byte("k")); string(v) != "from the snapshot" {
+		t.Fatalf("partition 3 holds %q", v)
 	}
 }

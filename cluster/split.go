@@ -89,8 +89,13 @@ func (h *Host) EnsureGroup(g persistence.Group) error {
 	}
 	h.recording.Add(1) // Close waits for it before the store closes
 	h.mu.Unlock()
+	defer h.recording.Done()
+	// The group's Raft state lives under its first partition: an older group that started
+	// there and is still held here (a merge took it in elsewhere) must go first.
+	if fresh, err := h.dropStale(g); err != nil || !fresh {
+		return err
+	}
 	err := h.cfg.Store.RecordGroup(g)
-	h.recording.Done()
 	if errors.Is(err, persistence.ErrGone) {
 		return nil // a merge took it in here; its record is stale
 	}
@@ -98,6 +103,9 @@ func (h *Host) EnsureGroup(g persistence.Group) error {
 		return err
 	}
 	_, err = h.open(g)
+	if errors.Is(err, persistence.ErrGone) {
+		return nil
+	}
 	return err
 }
 

@@ -320,9 +320,17 @@ func (a *applying) dropGroup(r Group) {
 		_ = a.b.Set(metaKey(r.First, metaGroup), binary.BigEndian.AppendUint32(nil, id), nil)
 	}
 	_ = a.b.Delete(groupRecordKey(r.ID), nil)
-	_ = a.b.Set(tombstoneKey(r.ID), nil, nil)
+	_ = a.b.Set(tombstoneKey(r.ID), []byte{goneMerged}, nil)
 	a.sync = true
 }
+
+// The kinds of tombstone: a group merged into another by its own freeze (its log was applied
+// here up to the freeze, and takes no merge after it), or one dropped otherwise (absorbed by
+// a snapshot, or found stale), which says nothing of how far its log went.
+const (
+	goneMerged  = 'm'
+	goneDropped = 'd'
+)
 
 func (a *applying) decide(r uint32, at uint64, d byte) {
 	k := decisionKey(a.g.First, r, at)
@@ -342,32 +350,60 @@ func tombstoneKey(id uint32) []byte {
 	return binary.BigEndian.AppendUint32(nodeKey(nodeGone), id)
 }
 
-// Gone reports whether group id was merged into another (or absorbed by one) on this node:
-// it never opens here again.
+// Gone reports whether group id was merged into another, or dropped, on this node: it never
+// opens here again.
 func (s *Store) Gone(id uint32) (bool, error) {
-	_, closer, err := s.db.Get(tombstoneKey(id))
-	if errors.Is(err, pebble.ErrNotFound) {
-		return false, nil
-	}
-	if err != nil {
-		return false, err
-	}
-	return true, closer.Close()
+	kind, err := s.goneKind(id)
+	return kind != 0, err
 }
 
-// Absorb drops groups a snapshot of a newer group covering them replaced here: their
+// MergedAway reports whether group id was merged into another on this node by its own
+// freeze: its log was applied here up to the freeze, and a merge into it can no longer
+// happen (its log refuses one after the freeze).
+func (s *Store) MergedAway(id uint32) (bool, error) {
+	kind, err := s.goneKind(id)
+	return kind == goneMerged, err
+}
+
+func (s *Store) goneKind(id uint32) (byte, error) {
+	v, closer, err := s.db.Get(tombstoneKey(id))
+	if errors.Is(err, pebble.ErrNotFound) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	defer closer.Close()
+	if len(v) == 1 && v[0] == goneMerged {
+		return goneMerged, nil
+	}
+	return goneDropped, nil
+}
+
+// Absorb drops groups that a snapshot of a newer group covering them replaced here: their
 // records go and their ids are tombstoned, in one synced batch (the snapshot's ingest
 // removed their Raft state and metadata). Their Raft instances must be stopped first.
-func (s *Store) Absorb(groups []Group) error {
+func (s *Store) Absorb(groups []Group) error { return s.drop(groups, false) }
+
+// Drop drops stale groups, which a newer group starting at the same partition replaces here:
+// their Raft state, their metadata (but the id that started there, which the next split
+// there counts on) and their records go, and their ids are tombstoned, in one synced batch.
+// Their Raft instances must be stopped first.
+func (s *Store) Drop(groups []Group) error { return s.drop(groups, true) }
+
+func (s *Store) drop(groups []Group, state bool) error {
 	s.groupsMu.Lock()
 	defer s.groupsMu.Unlock()
-	b := s.db.NewBatch()
-	defer b.Close()
+	a := &applying{f: &FSM{s: s}, b: s.db.NewBatch()}
+	defer a.b.Close()
 	for _, g := range groups {
-		_ = b.Delete(groupRecordKey(g.ID), nil)
-		_ = b.Set(tombstoneKey(g.ID), nil, nil)
+		if state {
+			a.dropGroup(g)
+		}
+		_ = a.b.Delete(groupRecordKey(g.ID), nil)
+		_ = a.b.Set(tombstoneKey(g.ID), []byte{goneDropped}, nil)
 	}
-	return b.Commit(pebble.Sync)
+	return a.b.Commit(pebble.Sync)
 }
 
 // MergedAt is the index of the last merge the group applied (0: none; kept in its
