@@ -269,3 +269,53 @@ func TestLeadershipAfterCloseOpensNothing(t *testing.T) {
 		}
 	}
 }
+
+// A merge moves partitions to the group on their left, here one of a single partition: the
+// writes made through it from then on land in the partitions they name, not in the group's
+// first one (a command encoded for a group of one partition names none).
+func TestPartitionsMoveToTheMergingGroup(t *testing.T) {
+	store, err := persistence.Open(t.TempDir(), actortest.Logger(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { store.Close() })
+	layout := persistence.Layout{Partitions: bigGroup, Groups: bigGroup}
+	mem, err := actors.NewMemReplicator(store, layout)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt, err := actors.New(actors.Options{Store: store, Replicator: mem, Partitions: bigGroup, Groups: bigGroup,
+		RequestTimeout: time.Minute, Logger: actortest.Logger()}, testkinds.Counter())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(rt.Close)
+	for g := range uint32(bigGroup) {
+		rt.SetLeader(g, true)
+	}
+	actortest.WaitReady(t, rt, bigGroup)
+	ids := idsPerPartition()
+	for _, id := range ids[:2] {
+		actortest.MustCall(t, rt, testkinds.CounterKind, id, "incr", nil)
+	}
+	spans, err := mem.Merge(0, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt.Regroup(func() []persistence.Group { return spans })
+	actortest.WaitReady(t, rt, bigGroup)
+	for _, id := range ids[:2] {
+		if v := string(actortest.MustCall(t, rt, testkinds.CounterKind, id, "incr", nil)); v != "2" {
+			t.Fatalf("%s after the merge: incr = %s, want 2", id, v)
+		}
+	}
+	// The activations reload from the store: what the merged group wrote is where it belongs.
+	rt.SetLeader(0, false)
+	rt.SetLeader(0, true)
+	actortest.WaitReady(t, rt, bigGroup)
+	for _, id := range ids[:2] {
+		if v := string(actortest.MustCall(t, rt, testkinds.CounterKind, id, "incr", nil)); v != "3" {
+			t.Fatalf("%s reloaded after the merge: incr = %s, want 3", id, v)
+		}
+	}
+}

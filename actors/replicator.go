@@ -90,6 +90,47 @@ func (m *MemReplicator) Split(g, at uint32) ([]persistence.Group, error) {
 	return spans, nil
 }
 
+// Merge applies a merge of group r into group l, as their logs would: each records a
+// one-voter configuration, r freezes, l takes it in. It returns every group's range after it
+// (for Runtime.Regroup).
+func (m *MemReplicator) Merge(l, r uint32) ([]persistence.Group, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	servers := []raft.Server{{Suffrage: raft.Voter, ID: "mem", Address: "mem"}}
+	config := raft.EncodeConfiguration(raft.Configuration{Servers: servers})
+	apply := func(g uint32, typ raft.LogType, data []byte) (uint64, error) {
+		m.index[g]++
+		if err, ok := m.fsms[g].ApplyBatch([]*raft.Log{{Index: m.index[g], Type: typ, Data: data}})[0].(error); ok {
+			return 0, err
+		}
+		return m.index[g], nil
+	}
+	var configs [2]uint64
+	for i, g := range []uint32{l, r} {
+		var err error
+		if configs[i], err = apply(g, raft.LogConfiguration, config); err != nil {
+			return nil, err
+		}
+	}
+	lf, rf := m.fsms[l], m.fsms[r]
+	t := max(lf.LastTime(), rf.LastTime())
+	at, err := apply(r, raft.LogCommand, persistence.EncodeFreeze(nil, t, persistence.Freeze{L: l, ConfigIndex: configs[1], Servers: servers}))
+	if err != nil {
+		return nil, err
+	}
+	lf.OnMerge(func(persistence.Group, uint64) error { return nil }) // r applied all here
+	merge := persistence.Merge{L: l, R: rf.Group(), At: at, ConfigIndex: configs[0], Servers: servers}
+	if _, err := apply(l, raft.LogCommand, persistence.EncodeMerge(nil, t, merge)); err != nil {
+		return nil, err
+	}
+	delete(m.fsms, r)
+	var spans []persistence.Group
+	for _, f := range m.fsms {
+		spans = append(spans, f.Group())
+	}
+	return spans, nil
+}
+
 // FailProposals makes every later proposal to a group fail with the error fn returns (nil
 // lets it through). Pass nil to stop injecting.
 func (m *MemReplicator) FailProposals(fn func(g uint32) error) {

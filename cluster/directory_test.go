@@ -193,9 +193,13 @@ func TestDirectoryDropsMergedGroups(t *testing.T) {
 	if got := d.KnownGroups(); len(got) != 2 || d.Group(6) != right {
 		t.Fatalf("before the merge: %+v, partition 6 in %#x", got, d.Group(6))
 	}
+	before := d.Routes().Epoch
 	merged := l
 	merged.End, merged.Gen, merged.LastIndex = 8, 2, 12
 	d.Receive(mustJSON(merged))
+	if after := d.Routes().Epoch; after <= before {
+		t.Fatalf("routes epoch %d after the merge, %d before: it must grow", after, before)
+	}
 	r.LastIndex = 11 // a late copy, newer than the one known
 	d.Receive(mustJSON(r))
 	want := []persistence.Group{{ID: 0, First: 0, End: 8}}

@@ -301,9 +301,22 @@ func (h *Host) merged(l, r persistence.Group) {
 		h.wg.Add(1)
 		go func() {
 			defer h.wg.Done()
-			if err := h.compactPastMerge(g); err != nil && !errors.Is(err, raft.ErrRaftShutdown) {
-				h.cfg.Logger.Warn("compact a raft group's log past its merge", "group", GroupName(l.ID), "error", err)
+			// Raft refuses a snapshot during a leadership transfer, which often follows a
+			// merge (the leaderships rebalance): try again for a while.
+			var err error
+			for range 30 {
+				if err = h.compactPastMerge(g); err == nil || errors.Is(err, raft.ErrRaftShutdown) {
+					return
+				}
+				select {
+				case <-g.stopping:
+					return
+				case <-h.stop:
+					return
+				case <-time.After(time.Second):
+				}
 			}
+			h.cfg.Logger.Warn("compact a raft group's log past its merge", "group", GroupName(l.ID), "error", err)
 		}()
 	}
 }

@@ -50,11 +50,12 @@ var ErrBadCommand = errors.New("malformed command")
 func (c *Command) Encode(dst []byte) []byte { return c.encode(dst, commandVersion) }
 
 // EncodeFor appends the command's binary form for the log of group g: version 1, without
-// the partitions, when g holds one partition (all ops are in it), which nodes that predate
+// the partitions, when g holds one partition and every op is in it, which nodes that predate
 // groups read too, so that a cluster of such groups (G = P) upgrades one node at a time;
-// version 2 otherwise.
+// version 2 otherwise. The ops decide, not g alone: a caller's g may predate a merge that
+// gave the group more partitions, and a version 1 op lands in the group's first partition.
 func (c *Command) EncodeFor(g Group, dst []byte) []byte {
-	if g.End-g.First == 1 {
+	if g.End-g.First == 1 && !slices.ContainsFunc(c.Ops, func(op Op) bool { return op.Partition != g.First }) {
 		return c.encode(dst, commandV1)
 	}
 	return c.encode(dst, commandVersion)

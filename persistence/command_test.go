@@ -391,3 +391,20 @@ func FuzzDecodeCommand(f *testing.F) {
 		}
 	})
 }
+
+// A command for a group of one partition is written in version 1 (no partitions) only when
+// every op is in that partition: a group that took others in by a merge, known to the caller
+// as it was before, still gets each op where it belongs.
+func TestEncodeForNamesPartitionsOutsideTheFirst(t *testing.T) {
+	one := Group{ID: 4, First: 4, End: 5}
+	inFirst := Command{Time: 1, Ops: []Op{opIn(4, put("a", "1"))}}
+	if b := inFirst.EncodeFor(one, nil); b[0] != commandV1 {
+		t.Fatalf("ops in the one partition: version %d, want 1", b[0])
+	}
+	beyond := Command{Time: 1, Ops: []Op{opIn(4, put("a", "1")), opIn(6, put("b", "2"))}}
+	b := beyond.EncodeFor(one, nil)
+	got, err := DecodeCommand(b)
+	if err != nil || b[0] != commandVersion || got.Ops[1].Partition != 6 {
+		t.Fatalf("an op outside the first partition: version %d, decoded %+v %v; want version 2 naming partition 6", b[0], got, err)
+	}
+}

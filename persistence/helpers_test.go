@@ -66,7 +66,7 @@ func groupCmdLog(index uint64, time int64, ops ...Op) *raft.Log {
 }
 
 // encodeV1 writes c as version 1, without the partitions.
-func encodeV1(c Command) []byte { return c.EncodeFor(Group{First: 0, End: 1}, nil) }
+func encodeV1(c Command) []byte { return c.encode(nil, commandV1) }
 
 // apply applies logs as one batch and fails the test on any error response.
 func apply(t testing.TB, f *FSM, logs ...*raft.Log) {

@@ -14,7 +14,7 @@ import (
 // mergeSeed seeds the merge scenarios' load.
 const mergeSeed = 12
 
-// TestMergeUnderFaults starts a loaded three-node cluster of six Raft groups, under the
+// TestMergeUnderFaults starts a loaded three-node cluster of nine Raft groups, under the
 // relayer's intents too, with a merge delay of two seconds: the groups merge, two at a time,
 // back to one per node. The first merge is struck the moment its coordinator decides it:
 // SIGKILL of the coordinator, SIGKILL of one of the groups' followers, or the coordinator
@@ -40,7 +40,8 @@ func TestMergeUnderFaults(t *testing.T) {
 func runMergeScenario(t *testing.T, f splitFault) {
 	begin := time.Now()
 	env := startChaosRelayerEnv(t, mergeSeed)
-	flags := append(env.flags, "--raft-groups=6", "--merge-delay=2s")
+	// Nine groups of 16 partitions: some hold one partition, whose commands name none.
+	flags := append(env.flags, "--raft-groups=9", "--merge-delay=2s")
 	c := startClusterBinding(t, false, flags...)
 	s := &scenario{t: t, c: c, rnd: rand.New(rand.NewPCG(mergeSeed, 0))}
 	s.w = newWorkload(c, mergeSeed, true)
