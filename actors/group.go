@@ -16,7 +16,9 @@ import (
 type group struct {
 	// span is the group's id and the range it was created with (a group a split created
 	// may be known by its id alone, when its leadership was reported first); a split shrinks
-	// a group's range, so the partitions it holds now are parts.
+	// a group's range and a merge grows it, so the partitions it holds now are parts. Only
+	// its id and first partition (which never changes) are relied on; commands name the
+	// partitions of their ops (persistence.Command.EncodeFor).
 	span persistence.Group
 	rt   *Runtime
 

@@ -92,7 +92,7 @@ func (m *MemReplicator) Split(g, at uint32) ([]persistence.Group, error) {
 
 // Merge applies a merge of group r into group l, as their logs would: each records a
 // one-voter configuration, r freezes, l takes it in. It returns every group's range after it
-// (for Runtime.Regroup).
+// (for Runtime.Regroup). A merge the FSMs refuse leaves r frozen.
 func (m *MemReplicator) Merge(l, r uint32) ([]persistence.Group, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -124,6 +124,7 @@ func (m *MemReplicator) Merge(l, r uint32) ([]persistence.Group, error) {
 		return nil, err
 	}
 	delete(m.fsms, r)
+	delete(m.index, r)
 	var spans []persistence.Group
 	for _, f := range m.fsms {
 		spans = append(spans, f.Group())
@@ -152,8 +153,12 @@ func (m *MemReplicator) Propose(g uint32, cmd []byte) Future {
 			return doneFuture{err}
 		}
 	}
+	f, ok := m.fsms[g]
+	if !ok {
+		return doneFuture{NotApplied("group %d has no replica here", g)} // merged away
+	}
 	m.index[g]++
-	resp := m.fsms[g].ApplyBatch([]*raft.Log{{Index: m.index[g], Type: raft.LogCommand, Data: cmd}})
+	resp := f.ApplyBatch([]*raft.Log{{Index: m.index[g], Type: raft.LogCommand, Data: cmd}})
 	if err, ok := resp[0].(error); ok {
 		return doneFuture{fmt.Errorf("apply: %w", err)}
 	}
@@ -163,8 +168,15 @@ func (m *MemReplicator) Propose(g uint32, cmd []byte) Future {
 // Barrier implements Replicator; proposals apply synchronously, so there is nothing to wait for.
 func (m *MemReplicator) Barrier(uint32, time.Duration) error { return nil }
 
-// LastTime implements Replicator.
-func (m *MemReplicator) LastTime(g uint32) int64 { return m.fsms[g].LastTime() }
+// LastTime implements Replicator (0 for a group merged away).
+func (m *MemReplicator) LastTime(g uint32) int64 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if f, ok := m.fsms[g]; ok {
+		return f.LastTime()
+	}
+	return 0
+}
 
 // VerifyLeader implements Replicator: the in-memory log has no rivals.
 func (m *MemReplicator) VerifyLeader(uint32) Future { return doneFuture{} }

@@ -89,6 +89,10 @@ type Directory struct {
 	// records' ranges: where ranges overlap, the group that starts later, which a split made
 	// from the other. Rebuilt (under mu) when a range changes.
 	table atomic.Pointer[[]uint32]
+	// gens holds, per partition, the highest generation of any group known to have held it
+	// (under mu), and epoch the routes' epoch made from them with the table (Routes).
+	gens  []uint32
+	epoch atomic.Uint64
 	// ensuring holds the groups a record named that this node is opening an instance of,
 	// opened by the goroutines of ensured (Stop waits for them).
 	ensuring map[uint32]bool
@@ -126,7 +130,26 @@ func (d *Directory) rebuild() {
 	}
 	// A partition no known group holds is routed nowhere until one does.
 	table := persistence.Holders(spans, d.layout.Partitions)
+	if d.gens == nil {
+		d.gens = make([]uint32, d.layout.Partitions)
+	}
+	for _, g := range spans {
+		for p := g.First; p < g.End && int(p) < len(d.gens); p++ {
+			d.gens[p] = max(d.gens[p], g.Gen)
+		}
+	}
+	// The epoch never falls: every split and merge raises the generation of each partition
+	// it touches, which the gens remember, by at least one; a merge can take one group born by
+	// a split out of the count, but raises at least two partitions.
+	epoch := uint64(0)
+	for p, g := range d.gens {
+		epoch += uint64(g)
+		if table[p] != noOwner && table[p]>>31 != 0 && (p == 0 || table[p-1] != table[p]) {
+			epoch++
+		}
+	}
 	d.table.Store(&table)
+	d.epoch.Store(epoch)
 }
 
 // span is the range a record gives its group: its own, or the layout's for a record of a

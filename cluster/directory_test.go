@@ -215,3 +215,24 @@ func TestDirectoryDropsMergedGroups(t *testing.T) {
 		t.Fatalf("partition 6 after the merge: %+v", st)
 	}
 }
+
+// The routes' epoch grows with every split this node learns of, whichever record arrives
+// first, and never falls.
+func TestRoutesEpochGrows(t *testing.T) {
+	h := &fakeRaft{self: "c@1", layout: persistence.Layout{Partitions: 8, Groups: 1}}
+	m := &fakeMembers{members: alive("a@1", "b@1", "c@1")}
+	d := newTestDirectory(h, m)
+	whole := record{G: 0, First: 0, End: 8, Gen: 2, Term: 2, Leader: "a@1", Voters: []string{"a@1"}, LastIndex: 10}
+	parent := whole
+	parent.End, parent.Gen, parent.LastIndex = 2, 3, 11
+	child := record{G: persistence.SplitID(2, 1), First: 2, End: 8, Gen: 3, Term: 1, Leader: "a@1", Voters: []string{"a@1"}, LastIndex: 2}
+	var last uint64
+	for i, rec := range []record{whole, parent, child} {
+		d.Receive(mustJSON(rec))
+		if e := d.Routes().Epoch; e <= last {
+			t.Fatalf("record %d: epoch %d after %d, want it to grow", i, e, last)
+		} else {
+			last = e
+		}
+	}
+}

@@ -336,12 +336,7 @@ func (h *Host) absorb(l uint32) func(from, to, gen uint32) (func() error, error)
 			}
 		}
 		h.mu.Unlock()
-		for _, s := range held {
-			if g := h.group(s.ID); g != nil {
-				h.shutdown(g)
-			}
-			h.forget(s)
-		}
+		h.retire(held)
 		if len(held) == 0 {
 			return nil, nil
 		}
@@ -370,6 +365,16 @@ func (h *Host) shutdown(g *group) {
 	}
 	if h.onLeadership != nil {
 		h.onLeadership(g.ID, false)
+	}
+}
+
+// retire stops the groups' instances here, if open, and removes them from the host.
+func (h *Host) retire(groups []persistence.Group) {
+	for _, s := range groups {
+		if g := h.group(s.ID); g != nil {
+			h.shutdown(g)
+		}
+		h.forget(s)
 	}
 }
 
@@ -408,12 +413,7 @@ func (h *Host) dropStale(g persistence.Group) (bool, error) {
 		}
 	}
 	h.mu.RUnlock()
-	for _, s := range stale {
-		if gr := h.group(s.ID); gr != nil {
-			h.shutdown(gr)
-		}
-		h.forget(s)
-	}
+	h.retire(stale)
 	if len(stale) == 0 {
 		return true, nil
 	}

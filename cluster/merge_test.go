@@ -2,7 +2,6 @@ package cluster
 
 import (
 	"errors"
-	"fmt"
 	"io"
 	"log/slog"
 	"path/filepath"
@@ -19,23 +18,8 @@ import (
 // groups led by the same host.
 func startSplitCluster(t *testing.T) ([]*testHost, persistence.Group) {
 	t.Helper()
-	root := t.TempDir()
-	var hosts []*testHost
-	for i := range 3 {
-		hosts = append(hosts, startHost(t, filepath.Join(root, fmt.Sprint(i)), fmt.Sprintf("n%d@x", i)))
-	}
-	if err := hosts[0].Bootstrap(func(uint32) []raft.Server {
-		return []raft.Server{hosts[0].server(), hosts[1].server(), hosts[2].server()}
-	}); err != nil {
-		t.Fatal(err)
-	}
-	lead := leaderOf(t, 0, hosts...)
-	for p := range uint32(8) {
-		if err := lead.Propose(0, putCmd(p, "k", fmt.Sprint("v", p))).Error(); err != nil {
-			t.Fatal(err)
-		}
-	}
-	child, err := lead.Split(0, 4, 5*time.Second)
+	hosts := startThree(t)
+	child, err := leaderOf(t, 0, hosts...).Split(0, 4, 5*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,9 +16,10 @@ import (
 // Routes is the routing table as this node knows it.
 type Routes struct {
 	// Epoch numbers the map of partitions to Raft groups: it grows with every split and merge
-	// the map reflects, and changes only when the map does. It is the sum, over the
-	// partitions, of the generation of the group holding each, plus the number of groups born
-	// by splits (which counts the splits of releases before generations).
+	// this node learns of, and never falls; it changes only when the map, or the generation of
+	// a group in it, does. It is the sum, over the partitions, of the highest generation of
+	// any group known to have held each, plus the number of groups born by splits (which
+	// counts the splits of releases before generations).
 	Epoch uint64 `json:"epoch"`
 	// Partitions is P: an actor (kind, id) lives in partition FNV-1a-64(kind, 0x00, id) mod P.
 	Partitions int     `json:"partitions"`
@@ -48,13 +49,8 @@ func (d *Directory) Routes() Routes {
 			live[m.ServerID] = m
 		}
 	}
-	rt := Routes{Partitions: d.layout.Partitions}
-	gens := d.generations()
+	rt := Routes{Partitions: d.layout.Partitions, Epoch: d.epoch.Load()}
 	for _, g := range d.KnownGroups() {
-		rt.Epoch += uint64(gens[g.ID]) * uint64(g.End-g.First)
-		if g.ID>>31 != 0 {
-			rt.Epoch++
-		}
 		r := Route{Group: g.ID, First: g.First, End: g.End}
 		leader := d.Leader(g.First)
 		if m, ok := live[leader]; ok && leader != "" {
@@ -107,21 +103,6 @@ func noteForwarded(ctx context.Context, p uint32, httpAddr string) {
 	if f, ok := ctx.Value(forwardedKey{}).(*Forwarded); ok && httpAddr != "" {
 		f.last.Store(&forward{httpAddr: httpAddr, partition: p})
 	}
-}
-
-// generations returns the generation of each group this node knows: its own instance's, or
-// the newest record's.
-func (d *Directory) generations() map[uint32]uint32 {
-	out := map[uint32]uint32{}
-	d.mu.Lock()
-	for id, r := range d.records {
-		out[id] = r.Gen
-	}
-	d.mu.Unlock()
-	for _, g := range d.cfg.Host.Spans() {
-		out[g.ID] = max(out[g.ID], g.Gen)
-	}
-	return out
 }
 
 // KnownGroups returns the cluster's groups as this node knows them, each with its range,

@@ -96,6 +96,29 @@ func putCmd(p uint32, k, v string) []byte {
 	return c.Encode(nil)
 }
 
+// startThree starts three hosts of one group of eight partitions (splitLayout) and writes
+// "v<p>" in every partition.
+func startThree(t *testing.T) []*testHost {
+	t.Helper()
+	root := t.TempDir()
+	var hosts []*testHost
+	for i := range 3 {
+		hosts = append(hosts, startHost(t, filepath.Join(root, fmt.Sprint(i)), fmt.Sprintf("n%d@x", i)))
+	}
+	if err := hosts[0].Bootstrap(func(uint32) []raft.Server {
+		return []raft.Server{hosts[0].server(), hosts[1].server(), hosts[2].server()}
+	}); err != nil {
+		t.Fatal(err)
+	}
+	lead := leaderOf(t, 0, hosts...)
+	for p := range uint32(8) {
+		if err := lead.Propose(0, putCmd(p, "k", fmt.Sprint("v", p))).Error(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return hosts
+}
+
 // sameState waits until every host holds group g at the same applied index with the same
 // state hashes, and returns that index.
 func sameState(t *testing.T, g uint32, hosts ...*testHost) uint64 {
@@ -128,22 +151,8 @@ func sameState(t *testing.T, g uint32, hosts ...*testHost) uint64 {
 // snapshot, never by replaying the new group's log from its start, and a replica that
 // restarts opens both groups again.
 func TestSplitOnline(t *testing.T) {
-	root := t.TempDir()
-	hosts := []*testHost{}
-	for i := range 3 {
-		hosts = append(hosts, startHost(t, filepath.Join(root, fmt.Sprint(i)), fmt.Sprintf("n%d@x", i)))
-	}
-	if err := hosts[0].Bootstrap(func(uint32) []raft.Server {
-		return []raft.Server{hosts[0].server(), hosts[1].server(), hosts[2].server()}
-	}); err != nil {
-		t.Fatal(err)
-	}
+	hosts := startThree(t)
 	lead := leaderOf(t, 0, hosts...)
-	for p := range uint32(8) {
-		if err := lead.Propose(0, putCmd(p, "k", fmt.Sprint("v", p))).Error(); err != nil {
-			t.Fatal(err)
-		}
-	}
 	child, err := lead.Split(0, 5, 5*time.Second)
 	if err != nil {
 		t.Fatal(err)
@@ -177,7 +186,7 @@ func TestSplitOnline(t *testing.T) {
 	}
 
 	// A fourth node joins the new group: by snapshot, as its log starts after the birth.
-	n3 := startHost(t, filepath.Join(root, "3"), "n3@x")
+	n3 := startHost(t, filepath.Join(t.TempDir(), "3"), "n3@x")
 	if err := n3.EnsureGroup(child); err != nil {
 		t.Fatal(err)
 	}

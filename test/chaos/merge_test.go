@@ -23,24 +23,12 @@ const mergeSeed = 12
 // served by two); the replicas must hold the same state per partition; the histories must
 // be linearizable; and every relayer intent must land exactly once (its retries are alarms:
 // none lost).
-func TestMergeUnderFaults(t *testing.T) {
-	for _, f := range splitFaults {
-		t.Run(f.name, func(t *testing.T) {
-			if testing.Short() && !f.short {
-				t.Skip("not part of the -short subset (make chaos runs it)")
-			}
-			if f.net {
-				requireNetwork(t)
-			}
-			runMergeScenario(t, f)
-		})
-	}
-}
+func TestMergeUnderFaults(t *testing.T) { runSplitFaults(t, runMergeScenario) }
 
 func runMergeScenario(t *testing.T, f splitFault) {
 	begin := time.Now()
 	env := startChaosRelayerEnv(t, mergeSeed)
-	// Nine groups of 16 partitions: some hold one partition, whose commands name none.
+	// Nine groups over 16 partitions: some hold one partition, whose commands name none.
 	flags := append(env.flags, "--raft-groups=9", "--merge-delay=2s")
 	c := startClusterBinding(t, false, flags...)
 	s := &scenario{t: t, c: c, rnd: rand.New(rand.NewPCG(mergeSeed, 0))}

@@ -64,7 +64,10 @@ func killAndRestart(s *scenario, n *proc.Node) {
 // group (no partition is served by two), the five nodes hold one group each, placed where
 // the placement says; then the cluster shrinks back to three, the replicas converge to the
 // same state per partition, and the histories are linearizable.
-func TestSplitUnderFaults(t *testing.T) {
+func TestSplitUnderFaults(t *testing.T) { runSplitFaults(t, runSplitScenario) }
+
+// runSplitFaults runs run once per fault of splitFaults, as a subtest.
+func runSplitFaults(t *testing.T, run func(*testing.T, splitFault)) {
 	for _, f := range splitFaults {
 		t.Run(f.name, func(t *testing.T) {
 			if testing.Short() && !f.short {
@@ -73,7 +76,7 @@ func TestSplitUnderFaults(t *testing.T) {
 			if f.net {
 				requireNetwork(t)
 			}
-			runSplitScenario(t, f)
+			run(t, f)
 		})
 	}
 }
