@@ -323,6 +323,9 @@ func (r *Reconciler) merge(now time.Time, led []GroupInfo, alive []NodeMeta, mem
 		r.cfg.Logger.Info("raft groups merged", "group", GroupName(l.ID), "partitions", fmt.Sprintf("[%d, %d)", got.First, got.End))
 		return true
 	case HandRToLeft:
+		if s.Leaders[l.ID] == h.ServerID() {
+			return changed // gossip still names this node, which no longer leads l
+		}
 		r.handTo(rg, s.Leaders[l.ID], "to merge it into group "+GroupName(l.ID)+" ("+why+")")
 		return true
 	}
