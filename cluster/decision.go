@@ -408,17 +408,5 @@ func DecideMerge(s MergeSituation) (l, r GroupInfo, step MergeStep, reason strin
 // mergeable reports whether two configurations hold the same voters and no other server,
 // every one of them running a release that applies merges.
 func mergeable(a, b []raft.Server, merges map[string]bool) bool {
-	ids := func(ss []raft.Server) []string {
-		var out []string
-		for _, s := range ss {
-			if s.Suffrage != raft.Voter || !merges[string(s.ID)] {
-				return nil
-			}
-			out = append(out, string(s.ID))
-		}
-		slices.Sort(out)
-		return out
-	}
-	x, y := ids(a), ids(b)
-	return len(x) > 0 && len(x) == len(a) && len(y) == len(b) && slices.Equal(x, y)
+	return persistence.SameVoters(a, b) && !slices.ContainsFunc(a, func(s raft.Server) bool { return !merges[string(s.ID)] })
 }

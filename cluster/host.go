@@ -156,7 +156,7 @@ func NewHost(cfg HostConfig) (*Host, error) {
 		h.Close()
 		return nil, err
 	}
-	if spans, err = h.dropCovered(cfg.Store, spans); err != nil {
+	if spans, err = h.dropCovered(spans); err != nil {
 		h.Close()
 		return nil, err
 	}
@@ -181,7 +181,7 @@ func NewHost(cfg HostConfig) (*Host, error) {
 // dropCovered drops the groups recorded here whose whole range a group of a newer generation
 // holds here: a merge took them in by a snapshot whose restore stopped before it dropped them
 // (persistence.Store.Absorb). It returns the others.
-func (h *Host) dropCovered(store *persistence.Store, spans []persistence.Group) ([]persistence.Group, error) {
+func (h *Host) dropCovered(spans []persistence.Group) ([]persistence.Group, error) {
 	var keep, drop []persistence.Group
 	for _, g := range spans {
 		if slices.ContainsFunc(spans, func(o persistence.Group) bool { return covers(o, g) }) {
@@ -193,7 +193,7 @@ func (h *Host) dropCovered(store *persistence.Store, spans []persistence.Group) 
 	if len(drop) == 0 {
 		return spans, nil
 	}
-	if err := store.Absorb(drop); err != nil {
+	if err := h.cfg.Store.Absorb(drop); err != nil {
 		return nil, err
 	}
 	for _, g := range drop {

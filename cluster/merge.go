@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"slices"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -121,19 +120,7 @@ func sameVoterConfig(l, r *raft.Raft) ([]raft.Server, error) {
 	if err := errors.Join(lf.Error(), rf.Error()); err != nil {
 		return nil, err
 	}
-	ids := func(c raft.Configuration) []raft.ServerID {
-		var out []raft.ServerID
-		for _, s := range c.Servers {
-			if s.Suffrage != raft.Voter {
-				return nil
-			}
-			out = append(out, s.ID)
-		}
-		slices.Sort(out)
-		return out
-	}
-	a, b := ids(lf.Configuration()), ids(rf.Configuration())
-	if len(a) == 0 || !slices.Equal(a, b) {
+	if !persistence.SameVoters(lf.Configuration().Servers, rf.Configuration().Servers) {
 		return nil, fmt.Errorf("%w: the groups' replicas differ or one is changing", ErrMergeBusy)
 	}
 	return rf.Configuration().Servers, nil

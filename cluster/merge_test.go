@@ -268,7 +268,7 @@ func TestDropCovered(t *testing.T) {
 	merged := persistence.Group{ID: 0, First: 0, End: 8, Gen: 2}
 	child := persistence.Group{ID: persistence.SplitID(8, 1), First: 8, End: 12, Gen: 1}
 	h := &Host{cfg: HostConfig{Store: store, SnapshotDir: t.TempDir(), Logger: slog.New(slog.DiscardHandler)}}
-	keep, err := h.dropCovered(store, []persistence.Group{merged, stale, child})
+	keep, err := h.dropCovered([]persistence.Group{merged, stale, child})
 	if err != nil || len(keep) != 2 || keep[0] != merged || keep[1] != child {
 		t.Fatalf("dropCovered = %+v %v, want the merged group and the one beside it", keep, err)
 	}

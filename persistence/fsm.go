@@ -80,28 +80,21 @@ func (s *Store) FSM(g Group) (*FSM, error) {
 }
 
 func (f *FSM) load() error {
-	for _, m := range []struct {
-		name []byte
-		set  func(uint64)
-	}{
-		{metaApplied, f.applied.Store},
-		{metaTime, func(v uint64) { f.time.Store(int64(v)) }},
-	} {
-		v, closer, err := f.s.db.Get(metaKey(f.first, m.name))
-		if errors.Is(err, pebble.ErrNotFound) {
-			m.set(0)
-			continue
-		}
-		if err != nil {
-			return fmt.Errorf("load %s of group %d: %w", m.name, f.id, err)
-		}
-		if len(v) != 8 {
-			closer.Close()
-			return fmt.Errorf("corrupt %s of group %d: %x", m.name, f.id, v)
-		}
-		m.set(binary.BigEndian.Uint64(v))
-		closer.Close()
+	applied, err := f.s.metaU64(f.first, metaApplied)
+	if err != nil {
+		return err
 	}
+	last, err := f.s.metaU64(f.first, metaTime)
+	if err != nil {
+		return err
+	}
+	mergedAt, err := f.s.metaU64(f.first, metaMergedAt)
+	if err != nil {
+		return err
+	}
+	f.applied.Store(applied)
+	f.time.Store(int64(last))
+	f.mergedAt.Store(mergedAt)
 	gen, ok, err := f.s.metaU32(f.first, metaGen)
 	if err != nil {
 		return err
@@ -122,11 +115,6 @@ func (f *FSM) load() error {
 	} else if !errors.Is(err, pebble.ErrNotFound) {
 		return fmt.Errorf("load the freeze of group %d: %w", f.id, err)
 	}
-	mergedAt, err := f.s.metaU64(f.first, metaMergedAt)
-	if err != nil {
-		return err
-	}
-	f.mergedAt.Store(mergedAt)
 	f.config.Store(nil)
 	f.configAt.Store(0)
 	v, closer, err := f.s.db.Get(metaKey(f.first, metaConfig))
@@ -137,14 +125,10 @@ func (f *FSM) load() error {
 		return fmt.Errorf("load configuration of group %d: %w", f.id, err)
 	}
 	defer closer.Close()
-	var servers []raft.Server
-	var rest []byte
 	err = fmt.Errorf("%d bytes", len(v))
+	var servers []raft.Server
 	if len(v) > 8 {
-		servers, rest, err = readServers(v[8:])
-	}
-	if err == nil && len(rest) != 0 {
-		err = fmt.Errorf("%d trailing bytes", len(rest))
+		servers, err = decodeServers(v[8:])
 	}
 	if err != nil {
 		return fmt.Errorf("corrupt configuration of group %d: %w", f.id, err)

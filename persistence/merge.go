@@ -180,9 +180,9 @@ func decodeMerge(b []byte) (int64, Merge, error) {
 	return t, m, noTrailing(b)
 }
 
-// sameVoters reports whether config holds exactly the voters of servers, and no other
-// server (a non-voter would be a replica of one group and not the other).
-func sameVoters(config, servers []raft.Server) bool {
+// SameVoters reports whether a and b hold the same voters and no other server (a non-voter
+// would be a replica of one group and not the other).
+func SameVoters(a, b []raft.Server) bool {
 	ids := func(ss []raft.Server) []raft.ServerID {
 		var out []raft.ServerID
 		for _, s := range ss {
@@ -194,8 +194,8 @@ func sameVoters(config, servers []raft.Server) bool {
 		slices.Sort(out)
 		return out
 	}
-	a, b := ids(config), ids(servers)
-	return len(a) > 0 && len(a) == len(config) && len(b) == len(servers) && slices.Equal(a, b)
+	x, y := ids(a), ids(b)
+	return len(x) > 0 && len(x) == len(a) && len(y) == len(b) && slices.Equal(x, y)
 }
 
 // applyFreeze freezes the group at entry index for a merge into fr.L.
@@ -219,7 +219,7 @@ func (a *applying) applyFreeze(index uint64, t int64, fr Freeze) error {
 // on every replica: a replica that has no record of that entry (it applied the entry with a
 // release that did not record configurations) refuses, and so do all the others.
 func (a *applying) configIs(index uint64, servers []raft.Server) bool {
-	return index != 0 && a.configAt == index && sameVoters(a.config, servers)
+	return index != 0 && a.configAt == index && SameVoters(a.config, servers)
 }
 
 func (a *applying) applyUnfreeze(at uint64) error {
@@ -233,22 +233,30 @@ func (a *applying) applyUnfreeze(at uint64) error {
 
 // decision reads what L's log decided of the merge of r frozen at at: 'm', 'a' or 0.
 func (a *applying) decision(r uint32, at uint64) byte {
-	k := decisionKey(a.g.First, r, at)
-	if d, ok := a.decided[string(k)]; ok {
+	if d, ok := a.decided[string(decisionKey(a.g.First, r, at))]; ok {
 		return d
 	}
-	v, closer, err := a.f.s.db.Get(k)
-	if errors.Is(err, pebble.ErrNotFound) {
-		return 0
-	}
+	d, err := a.f.s.decision(a.g.First, r, at)
 	if err != nil {
 		panic(fmt.Sprintf("group %d: read merge decision: %v", a.g.ID, err))
 	}
+	return d
+}
+
+// decision reads the merge decision recorded in the metadata of the group starting at first.
+func (s *Store) decision(first, r uint32, at uint64) (byte, error) {
+	v, closer, err := s.db.Get(decisionKey(first, r, at))
+	if errors.Is(err, pebble.ErrNotFound) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
 	defer closer.Close()
 	if len(v) != 1 {
-		return 0
+		return 0, nil
 	}
-	return v[0]
+	return v[0], nil
 }
 
 func (a *applying) applyAbort(l, r uint32, at uint64) error {
@@ -306,22 +314,33 @@ func (a *applying) applyMerge(index uint64, t int64, m Merge) error {
 	return nil
 }
 
-// dropGroup adds to the batch the removal of group r from this node: its Raft state, its
-// metadata (but the id that started there, which the next split there counts on), its
-// record, and a tombstone.
+// dropGroup adds to the batch the removal of group r, merged in: see Store.addDrop.
 func (a *applying) dropGroup(r Group) {
-	for _, sec := range []byte{sectionRaft, sectionMeta} {
-		lo := partitionPrefix(r.First, sec)
-		_ = a.b.DeleteRange(lo, PrefixEnd(lo), nil)
-	}
-	if id, ok, err := a.f.s.metaU32(r.First, metaGroup); err != nil {
+	if err := a.f.s.addDrop(a.b, r, true, goneMerged); err != nil {
 		panic(fmt.Sprintf("group %d: %v", a.g.ID, err))
-	} else if ok {
-		_ = a.b.Set(metaKey(r.First, metaGroup), binary.BigEndian.AppendUint32(nil, id), nil)
 	}
-	_ = a.b.Delete(groupRecordKey(r.ID), nil)
-	_ = a.b.Set(tombstoneKey(r.ID), []byte{goneMerged}, nil)
 	a.sync = true
+}
+
+// addDrop adds to b the removal of group g from this node: with state, its Raft state and
+// metadata (but the id that started there, which the next split there counts on); its
+// record; and a tombstone of the kind given.
+func (s *Store) addDrop(b *pebble.Batch, g Group, state bool, kind byte) error {
+	if state {
+		id, ok, err := s.metaU32(g.First, metaGroup)
+		if err != nil {
+			return err
+		}
+		for _, sec := range []byte{sectionRaft, sectionMeta} {
+			lo := partitionPrefix(g.First, sec)
+			_ = b.DeleteRange(lo, PrefixEnd(lo), nil)
+		}
+		if ok {
+			_ = b.Set(metaKey(g.First, metaGroup), binary.BigEndian.AppendUint32(nil, id), nil)
+		}
+	}
+	_ = b.Delete(groupRecordKey(g.ID), nil)
+	return b.Set(tombstoneKey(g.ID), []byte{kind}, nil)
 }
 
 // The kinds of tombstone: a group merged into another by its own freeze (its log was applied
@@ -394,16 +413,14 @@ func (s *Store) Drop(groups []Group) error { return s.drop(groups, true) }
 func (s *Store) drop(groups []Group, state bool) error {
 	s.groupsMu.Lock()
 	defer s.groupsMu.Unlock()
-	a := &applying{f: &FSM{s: s}, b: s.db.NewBatch()}
-	defer a.b.Close()
+	b := s.db.NewBatch()
+	defer b.Close()
 	for _, g := range groups {
-		if state {
-			a.dropGroup(g)
+		if err := s.addDrop(b, g, state, goneDropped); err != nil {
+			return err
 		}
-		_ = a.b.Delete(groupRecordKey(g.ID), nil)
-		_ = a.b.Set(tombstoneKey(g.ID), []byte{goneDropped}, nil)
 	}
-	return a.b.Commit(pebble.Sync)
+	return b.Commit(pebble.Sync)
 }
 
 // MergedAt is the index of the last merge the group applied (0: none; kept in its
@@ -417,17 +434,10 @@ func (f *FSM) Frozen() uint64 { return f.frozen.Load() }
 func (f *FSM) FrozenFor() uint32 { return f.frozenFor.Load() }
 
 // Decision is what the group's log decided of the merge of group r frozen at index at: 'm'
-// (merged), 'a' (aborted), or 0 (nothing yet).
+// (merged), 'a' (aborted), or 0 (nothing yet, or unreadable).
 func (f *FSM) Decision(r uint32, at uint64) byte {
-	v, closer, err := f.s.db.Get(decisionKey(f.first, r, at))
-	if err != nil {
-		return 0
-	}
-	defer closer.Close()
-	if len(v) != 1 {
-		return 0
-	}
-	return v[0]
+	d, _ := f.s.decision(f.first, r, at)
+	return d
 }
 
 // ConfigIndex is the index of the configuration entry the group's log last applied, as the

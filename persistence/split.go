@@ -187,14 +187,20 @@ func (s *Store) Birth(g Group) (servers []raft.Server, ok bool, err error) {
 		return nil, false, err
 	}
 	defer closer.Close()
-	servers, rest, err := readServers(v)
-	if err == nil && len(rest) != 0 {
-		err = fmt.Errorf("%d trailing bytes", len(rest))
-	}
+	servers, err = decodeServers(v)
 	if err != nil {
 		return nil, false, fmt.Errorf("birth record of group %#x: %w", g.ID, err)
 	}
 	return servers, true, nil
+}
+
+// decodeServers reads a record that holds servers and nothing else.
+func decodeServers(v []byte) ([]raft.Server, error) {
+	servers, rest, err := readServers(v)
+	if err == nil {
+		err = noTrailing(rest)
+	}
+	return servers, err
 }
 
 // NextSplitID is the id a split at partition p would give its child here: the next
