@@ -1,7 +1,9 @@
 package cluster
 
 import (
+	"bytes"
 	"encoding/json"
+	"errors"
 	"log/slog"
 	"reflect"
 	"slices"
@@ -22,6 +24,14 @@ import (
 // every RefreshInterval; records travel in memberlist broadcasts and in its full-state
 // exchange (which a joining node runs at once). A replica's own Raft instance is the first
 // source; the gossiped record serves the others, and only while its leader is a live member.
+//
+// With TLS a record is taken only when signed by the leader it names (recordSeal, see
+// metasig.go), and counts only while that leader is a live, verified member holding the key
+// that signed it: a record forged by a holder of the gossip key is dropped and logged, and no
+// term it claims can keep the group's real records out. A record whose leader this node cannot
+// check yet (its probe is under way, as when this node joins, or it signs with a key this node
+// has not proven yet, as after it restarted) is held, the latest per group, and checked again
+// every second for heldFor.
 
 // record is what a group's leader gossips about it.
 type record struct {
@@ -38,6 +48,20 @@ type record struct {
 	Lag       map[string]uint64 `json:"g,omitempty"` // by server id, when the leader knows it
 	Applied   uint64            `json:"a"`
 	LastIndex uint64            `json:"i"`
+
+	// raw is the record as its leader sealed it, relayed as it is (a signature covers those
+	// bytes); key names the key that signed it (recordSeal.SignerKey).
+	raw []byte
+	key string
+}
+
+// wire is the record as gossiped.
+func (r record) wire() []byte {
+	if r.raw != nil {
+		return r.raw
+	}
+	b, _ := json.Marshal(r)
+	return b
 }
 
 // newer reports whether r supersedes old: a later term, or the same term further on.
@@ -64,11 +88,42 @@ type gossip interface {
 	Broadcast(key string, msg []byte)
 }
 
+// recordSeal signs the records this node gossips and checks those it hears (Membership: see
+// metasig.go for what each means).
+type recordSeal interface {
+	SealRecord(obj []byte) (sealed []byte, key string)
+	CheckRecord(obj []byte, sig, leader string) (key string, err error)
+	SignerKey(serverID string) string
+}
+
+// unsealed is the recordSeal of a directory given none: records go unsigned and are all taken.
+type unsealed struct{}
+
+func (unsealed) SealRecord(obj []byte) ([]byte, string)                     { return obj, "" }
+func (unsealed) CheckRecord(obj []byte, sig, leader string) (string, error) { return "", nil }
+func (unsealed) SignerKey(string) string                                    { return "" }
+
+// Bounds of the records held until their leader can be checked: a holder of the gossip key
+// can send records naming any group.
+const (
+	maxHeld = 1024
+	heldFor = 30 * time.Second
+)
+
+// heldRecord is a record held since at.
+type heldRecord struct {
+	rec record
+	at  time.Time
+}
+
 // DirectoryConfig configures a Directory.
 type DirectoryConfig struct {
 	Host     localRaft
 	Members  gossip
 	Replicas int
+	// Seal signs this node's records and checks the others' (the membership); nil takes every
+	// record as gossip delivers it.
+	Seal recordSeal
 	// RefreshInterval is how often each leader re-gossips its records unchanged (default 5s);
 	// changes go out within a second.
 	RefreshInterval time.Duration
@@ -82,8 +137,12 @@ type Directory struct {
 	stop   chan struct{}
 	done   chan struct{}
 
+	seal     recordSeal
+	refusals *repeatLimiter // paces the logs of records refused
+
 	mu      sync.Mutex
 	records map[uint32]record // the newest record heard of each group
+	held    map[uint32]heldRecord
 	sent    map[uint32]sentRecord
 	// table maps each partition to the group that holds it, from this node's groups and the
 	// records' ranges: where ranges overlap, the group that starts later, which a split made
@@ -109,8 +168,12 @@ func NewDirectory(cfg DirectoryConfig) *Directory {
 	if cfg.RefreshInterval <= 0 {
 		cfg.RefreshInterval = 5 * time.Second
 	}
+	if cfg.Seal == nil {
+		cfg.Seal = unsealed{}
+	}
 	d := &Directory{cfg: cfg, layout: cfg.Host.Layout(), stop: make(chan struct{}), done: make(chan struct{}),
-		records: map[uint32]record{}, sent: map[uint32]sentRecord{}, ensuring: map[uint32]bool{}}
+		seal: cfg.Seal, refusals: newRepeatLimiter(time.Minute, time.Now),
+		records: map[uint32]record{}, held: map[uint32]heldRecord{}, sent: map[uint32]sentRecord{}, ensuring: map[uint32]bool{}}
 	d.rebuild()
 	cfg.Host.WatchSpans(func() {
 		d.mu.Lock()
@@ -190,6 +253,7 @@ func (d *Directory) Start() {
 		t := time.NewTicker(time.Second)
 		defer t.Stop()
 		for {
+			d.retryHeld(time.Now())
 			d.publish(time.Now())
 			select {
 			case <-d.stop:
@@ -229,10 +293,11 @@ func (d *Directory) publish(now time.Time) {
 			d.sent[g] = sentRecord{rec: rec, at: now}
 		}
 		d.mu.Unlock()
+		b, _ := json.Marshal(rec)
+		rec.raw, rec.key = d.seal.SealRecord(b)
 		d.merge(rec)
 		if due {
-			b, _ := json.Marshal(rec)
-			d.cfg.Members.Broadcast("group/"+strconv.FormatUint(uint64(g), 10), b)
+			d.cfg.Members.Broadcast("group/"+strconv.FormatUint(uint64(g), 10), rec.raw)
 		}
 	}
 }
@@ -277,7 +342,7 @@ func (d *Directory) merge(rec record) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	old, had := d.records[rec.G]
-	if had && !rec.newer(old) {
+	if had && !rec.newer(old) && d.binding(old) {
 		return
 	}
 	// A group a merge took in is gone for good: its records are dropped once a record of a
@@ -322,22 +387,104 @@ func covers(a, b persistence.Group) bool {
 	return a.Gen > b.Gen && a.First <= b.First && b.End <= a.End
 }
 
+// binding reports whether old, the record kept of its group, keeps out records of older
+// terms. A signed record does: its leader's term is Raft's. A record trusted unsigned from a
+// release that predates signed gossip does only while its leader is a live member of that
+// release: once the leader is upgraded, restarted or gone, whatever term it claimed (a holder
+// of the gossip key could have claimed any) gives way to any record that checks.
+func (d *Directory) binding(old record) bool {
+	return old.key != legacyKey || d.seal.SignerKey(old.Leader) == legacyKey
+}
+
+// current reports whether rec counts: its leader still signs with the key that signed it
+// (always, without TLS).
+func (d *Directory) current(rec record) bool {
+	return d.seal.SignerKey(rec.Leader) == rec.key
+}
+
 // Receive implements GossipHandler: one record.
 func (d *Directory) Receive(msg []byte) {
+	d.take(msg, time.Now())
+}
+
+// take checks a record as gossiped (raw, which it keeps) and merges it. A record older than
+// the one kept is dropped unchecked: it would change nothing.
+func (d *Directory) take(raw []byte, now time.Time) {
+	obj, sig := unseal(raw)
 	var rec record
-	if err := json.Unmarshal(msg, &rec); err != nil {
+	if err := json.Unmarshal(obj, &rec); err != nil {
 		d.cfg.Logger.Warn("unreadable partition record in gossip", "error", err)
 		return
 	}
+	rec.raw = raw
+	d.admit(rec, obj, sig, now)
+}
+
+// admit merges rec if its leader signed it, holds it (since since) if this node cannot tell
+// yet, and logs it otherwise.
+func (d *Directory) admit(rec record, obj []byte, sig string, since time.Time) {
+	if old, ok := d.record(rec.G); ok && !rec.newer(old) && d.binding(old) {
+		return
+	}
+	key, err := d.seal.CheckRecord(obj, sig, rec.Leader)
+	switch {
+	case errors.Is(err, errUnknownSigner) || errors.Is(err, errOtherKey) && time.Since(since) < heldFor:
+		// Another key than its leader's may be the key of the leader's new run, which this
+		// node learns when it proves the leader again.
+		d.mu.Lock()
+		if _, ok := d.held[rec.G]; ok || len(d.held) < maxHeld {
+			d.held[rec.G] = heldRecord{rec: rec, at: since}
+		}
+		d.mu.Unlock()
+		return
+	case errors.Is(err, errOtherKey):
+		// Most likely signed by its leader before it restarted, and relayed since.
+		d.cfg.Logger.Debug("gossiped partition record dropped: signed with another key than its leader's", "group", GroupName(rec.G),
+			"leader", persistence.NodeOfServer(rec.Leader), "term", rec.Term)
+		return
+	case err != nil:
+		leader := persistence.NodeOfServer(rec.Leader)
+		if ok, suppressed := d.refusals.admit(repeatKey{component: "directory", msg: err.Error(), peer: leader}); ok {
+			d.cfg.Logger.Warn("gossiped partition record refused: not signed by the leader it names (a node of an earlier release relays records without their signatures; otherwise it is forged)",
+				"group", GroupName(rec.G), "leader", leader, "term", rec.Term, "reason", err.Error(), "suppressed", suppressed)
+		}
+		return
+	}
+	rec.key = key
 	d.merge(rec)
 }
 
-// LocalState implements GossipHandler: every record known here.
+// retryHeld checks the held records again: those that check now are merged, those still
+// unknown stay held until heldFor has passed.
+func (d *Directory) retryHeld(now time.Time) {
+	d.mu.Lock()
+	if len(d.held) == 0 {
+		d.mu.Unlock()
+		return
+	}
+	held := d.held
+	d.held = map[uint32]heldRecord{}
+	d.mu.Unlock()
+	for g, h := range held {
+		if now.Sub(h.at) >= heldFor {
+			continue
+		}
+		d.mu.Lock()
+		_, newer := d.held[g] // one heard since is the latest
+		d.mu.Unlock()
+		if !newer {
+			obj, sig := unseal(h.rec.raw)
+			d.admit(h.rec, obj, sig, h.at)
+		}
+	}
+}
+
+// LocalState implements GossipHandler: every record known here, each as its leader sealed it.
 func (d *Directory) LocalState() []byte {
 	d.mu.Lock()
-	recs := make([]record, 0, len(d.records))
+	recs := make([]json.RawMessage, 0, len(d.records))
 	for _, r := range d.records {
-		recs = append(recs, r)
+		recs = append(recs, r.wire())
 	}
 	d.mu.Unlock()
 	b, _ := json.Marshal(recs)
@@ -346,13 +493,14 @@ func (d *Directory) LocalState() []byte {
 
 // MergeState implements GossipHandler.
 func (d *Directory) MergeState(buf []byte) {
-	var recs []record
+	var recs []json.RawMessage
 	if err := json.Unmarshal(buf, &recs); err != nil {
 		d.cfg.Logger.Warn("unreadable partition records in gossip state", "error", err)
 		return
 	}
+	now := time.Now()
 	for _, r := range recs {
-		d.merge(r)
+		d.take(bytes.Clone(r), now)
 	}
 }
 
@@ -392,7 +540,7 @@ func (d *Directory) Leader(p uint32) string {
 		return l
 	}
 	rec, ok := d.record(g)
-	if !ok || !liveServer(d.cfg.Members.Members(), rec.Leader) {
+	if !ok || !liveServer(d.cfg.Members.Members(), rec.Leader) || !d.current(rec) {
 		return ""
 	}
 	return rec.Leader
@@ -517,7 +665,7 @@ func (d *Directory) groupStatus() map[uint32]PartitionStatus {
 			if haveRec && rec.Term == in.Term {
 				st.Lag = nodeKeys(rec.Lag)
 			}
-		case haveRec && liveServer(members, rec.Leader):
+		case haveRec && liveServer(members, rec.Leader) && d.current(rec):
 			st.Leader, st.AppliedIndex, st.Lag = rec.Leader, rec.Applied, nodeKeys(rec.Lag)
 			voters, nonVoters = rec.Voters, rec.NonVoters
 		case in.Replica:

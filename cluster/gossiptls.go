@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"crypto/ed25519"
 	"crypto/tls"
 	"fmt"
 	"log/slog"
@@ -19,15 +20,17 @@ import (
 // certificate names. Packets (UDP) are left to the gossip key.
 //
 // After the handshake the dialer sends one byte, the stream's kind: a memberlist stream, or
-// a probe that only proves the listener's identity (see Membership's verification of
-// members) and ends there.
+// a probe that proves the listener's identity (see Membership's verification of members),
+// to which the listener answers with its gossip signing key (announce, see metasig.go) and
+// ends. A release that predates signed gossip ends a probe without a word.
 type tlsGossip struct {
 	*memberlist.NetTransport
-	peers   *pki.Peers
-	logger  *slog.Logger
-	streams chan net.Conn
-	done    chan struct{}
-	once    sync.Once
+	peers    *pki.Peers
+	announce []byte // nil: nothing is announced
+	logger   *slog.Logger
+	streams  chan net.Conn
+	done     chan struct{}
+	once     sync.Once
 }
 
 const (
@@ -38,8 +41,8 @@ const (
 	gossipHandshakeTimeout = 5 * time.Second
 )
 
-func newTLSGossip(inner *memberlist.NetTransport, peers *pki.Peers, logger *slog.Logger) *tlsGossip {
-	t := &tlsGossip{NetTransport: inner, peers: peers, logger: logger, streams: make(chan net.Conn), done: make(chan struct{})}
+func newTLSGossip(inner *memberlist.NetTransport, peers *pki.Peers, announce []byte, logger *slog.Logger) *tlsGossip {
+	t := &tlsGossip{NetTransport: inner, peers: peers, announce: announce, logger: logger, streams: make(chan net.Conn), done: make(chan struct{})}
 	go t.accept()
 	return t
 }
@@ -68,11 +71,16 @@ func (t *tlsGossip) serve(conn net.Conn) {
 		conn.Close()
 		return
 	}
-	_ = conn.SetDeadline(time.Time{})
 	if kind[0] != streamMemberlist {
-		tc.Close() // a probe (or nonsense): the handshake was all it needed
+		// A probe (or nonsense): the handshake proved this node's id; a probe also learns, in
+		// the same session, the key this node signs its gossip with.
+		if kind[0] == streamProbe && t.announce != nil {
+			_, _ = tc.Write(t.announce)
+		}
+		tc.Close()
 		return
 	}
+	_ = conn.SetDeadline(time.Time{})
 	select {
 	case t.streams <- tc:
 	case <-t.done:
@@ -113,13 +121,20 @@ func (t *tlsGossip) dial(addr, want string, kind byte, timeout time.Duration) (n
 	return tc, nil
 }
 
-// probe proves that the gossip listener at addr holds node id's certificate.
-func (t *tlsGossip) probe(addr, id string, timeout time.Duration) error {
+// probe proves that the gossip listener at addr holds node id's certificate, and returns the
+// signing key it announced in that session: nil from a release that announces none.
+func (t *tlsGossip) probe(addr, id string, timeout time.Duration) (ed25519.PublicKey, error) {
 	conn, err := t.dial(addr, id, streamProbe, timeout)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	return conn.Close()
+	defer conn.Close()
+	_ = conn.SetReadDeadline(time.Now().Add(timeout))
+	key, err := readAnnouncement(conn)
+	if err != nil {
+		return nil, fmt.Errorf("gossip probe of %s: %w", addr, err)
+	}
+	return key, nil
 }
 
 func (t *tlsGossip) Shutdown() error {

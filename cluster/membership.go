@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -10,6 +11,7 @@ import (
 	"os"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -20,7 +22,8 @@ import (
 	"github.com/shardkeeper/shardkeeper/pki"
 )
 
-// NodeMeta is what each node gossips about itself in memberlist metadata (≤ 512 bytes).
+// NodeMeta is what each node gossips about itself in memberlist metadata (≤ 512 bytes, with
+// its signature under TLS: see metasig.go).
 type NodeMeta struct {
 	ID string `json:"id"`
 	// ServerID is the node's Raft server id: its node id and the incarnation of its data
@@ -112,9 +115,15 @@ type MembershipConfig struct {
 	KeyringFile string
 	// Peers, when set, puts gossip streams in mutual TLS (see tlsGossip), and a member counts
 	// only once the node at its gossip address has proven, with its certificate, the node
-	// id it claims (see prove).
+	// id it claims (see prove); its metadata counts only when signed by it (metasig.go).
 	Peers  *pki.Peers
 	Logger *slog.Logger
+	// unsigned makes a node with Peers announce no signing key and sign nothing, as a release
+	// that predates signed gossip (tests of mixed clusters).
+	unsigned bool
+	// reprove is how often, at most, a member is proven again (reproveAfter when 0; tests
+	// shorten it).
+	reprove time.Duration
 }
 
 // Membership is this node's memberlist: failure detection, the metadata of every node and a
@@ -139,18 +148,35 @@ type Membership struct {
 	stopped sync.Once
 	wg      sync.WaitGroup
 
+	// signer signs this node's metadata and records (nil without Peers, or unsigned).
+	signer *gossipSigner
+	// refusals paces the logs of metadata refused (per member, reason and fields).
+	refusals *repeatLimiter
+
 	mu      sync.Mutex
 	local   NodeMeta
+	sealed  []byte // local as gossiped: encoded, and signed with TLS
 	members map[string]*memberState
 	subs    []chan struct{}
-	// With TLS (see prove): proven maps a node id to the gossip address whose listener proved
-	// it with its certificate; pending holds a copy of the latest alive view of each member
-	// not proven yet (bounded by maxPending), proving the probes under way, refused when each
-	// id was last refused (probes back off, refusals are logged once per address).
-	proven  map[string]string
-	pending map[string]memberlist.Node
+	// With TLS (see prove): proven maps a node id to what the last successful probe proved of
+	// it (the gossip address whose listener holds its certificate, and the signing key it
+	// announced); pending holds the latest alive view of each member not proven yet, or whose
+	// metadata its proof cannot check, and doubted the latest view of each member whose
+	// metadata its proof could not check, until a probe made after it arrived judges it (both
+	// bounded by maxPending); proving holds the probes under way, refused when each id was last
+	// refused (probes back off, refusals are logged once per address).
+	proven  map[string]proof
+	pending map[string]*pendingView
+	doubted map[string]*pendingView
 	proving map[string]bool
 	refused map[string]refusal
+}
+
+// pendingView is a copy of memberlist's view of a member (its nodes change under its lock),
+// kept until the member is proven (again), and when it arrived.
+type pendingView struct {
+	node memberlist.Node
+	at   time.Time
 }
 
 // memberState is what this node knows of one member. Guarded by Membership.mu.
@@ -191,13 +217,18 @@ func StartMembership(cfg MembershipConfig) (*Membership, error) {
 	if cfg.ReconnectTimeout <= 0 {
 		cfg.ReconnectTimeout = 24 * time.Hour
 	}
+	if cfg.reprove <= 0 {
+		cfg.reprove = reproveAfter
+	}
 	now := time.Now()
 	m := &Membership{cfg: cfg, local: cfg.Meta, stop: make(chan struct{}),
 		members: map[string]*memberState{cfg.Meta.ID: {meta: cfg.Meta, aliveSince: now, heard: now}},
-		proven:  map[string]string{}, pending: map[string]memberlist.Node{}, proving: map[string]bool{}, refused: map[string]refusal{},
-		probes: make(chan struct{}, maxProbes)}
-	if b, err := json.Marshal(cfg.Meta); err != nil || len(b) > memberlist.MetaMaxSize {
-		return nil, fmt.Errorf("node metadata of %d bytes exceeds %d", len(b), memberlist.MetaMaxSize)
+		proven:  map[string]proof{}, pending: map[string]*pendingView{}, doubted: map[string]*pendingView{}, proving: map[string]bool{}, refused: map[string]refusal{},
+		probes: make(chan struct{}, maxProbes), refusals: newRepeatLimiter(time.Minute, time.Now)}
+	if cfg.Peers != nil && !cfg.unsigned {
+		if m.signer, err = newGossipSigner(); err != nil {
+			return nil, err
+		}
 	}
 	mc := memberlist.DefaultLANConfig()
 	mc.Name = cfg.Meta.ID
@@ -233,8 +264,21 @@ func StartMembership(cfg MembershipConfig) (*Membership, error) {
 		if port == 0 {
 			mc.BindPort, mc.AdvertisePort = nt.GetAutoBindPort(), nt.GetAutoBindPort()
 		}
-		m.tls = newTLSGossip(nt, cfg.Peers, cfg.Logger)
+		var announce []byte
+		if m.signer != nil {
+			announce = m.signer.announcement()
+		}
+		m.tls = newTLSGossip(nt, cfg.Peers, announce, cfg.Logger)
 		mc.Transport = m.tls
+	}
+	// Sealed last: the keyring set the key fingerprints in it. The size holds for the
+	// metadata given; a later Update must keep it (see NodeMeta).
+	if m.sealed = m.sealMeta(m.local); len(m.sealed) > memberlist.MetaMaxSize {
+		if m.tls != nil {
+			m.tls.Shutdown()
+		}
+		return nil, fmt.Errorf("node metadata of %d bytes (signature included) exceeds %d: shorten the node id or the advertised addresses",
+			len(m.sealed), memberlist.MetaMaxSize)
 	}
 	mc.Delegate = (*delegate)(m)
 	mc.Events = (*events)(m)
@@ -308,6 +352,9 @@ func (m *Membership) Update(fn func(*NodeMeta)) {
 	fn(&m.local)
 	changed := before != m.local
 	m.members[m.local.ID].meta = m.local
+	if changed {
+		m.sealed = m.sealMeta(m.local)
+	}
 	m.mu.Unlock()
 	if changed {
 		if err := m.ml.UpdateNode(time.Second); err != nil {
@@ -442,6 +489,10 @@ const (
 	maxProbes      = 4
 	probeTimeout   = 5 * time.Second
 	refusedBackoff = 10 * time.Second
+	// reproveAfter is how often, at most, a member proven already is proven again because
+	// metadata that does not verify with the key it proved arrived (a restart announces a new
+	// key; a holder of the gossip key can make such metadata up at will).
+	reproveAfter = 2 * time.Second
 )
 
 // refusal is when a member's id was last refused, and at which address.
@@ -463,8 +514,10 @@ func (m *Membership) proveAll() {
 		}
 		m.mu.Lock()
 		todo := map[string]string{}
-		for id, n := range m.pending {
-			todo[id] = n.Address()
+		for _, views := range []map[string]*pendingView{m.doubted, m.pending} {
+			for id, v := range views {
+				todo[id] = v.node.Address()
+			}
 		}
 		m.mu.Unlock()
 		for id, addr := range todo {
@@ -474,14 +527,19 @@ func (m *Membership) proveAll() {
 }
 
 // prove checks in the background that the gossip listener at addr holds node id's
-// certificate (a TLS handshake, see tlsGossip.probe); once it has, the latest view of the
-// member memberlist gave (pending) is observed. Until then the member is not listed: anyone
-// holding the gossip key can gossip a member into memberlist's list, but only a node of the
-// CA can prove an id.
+// certificate (a TLS handshake, see tlsGossip.probe), and learns the key the member signs its
+// gossip with; once it has, the latest view of the member memberlist gave (pending) is
+// observed. Until then the member is not listed: anyone holding the gossip key can gossip a
+// member into memberlist's list, but only a node of the CA can prove an id. A member proven
+// already is proven again (at most every reproveAfter) when its metadata does not verify
+// with the key it proved: it may have restarted with a new key, or changed release.
 func (m *Membership) prove(id, addr string) {
 	key := id + " " + addr
 	m.mu.Lock()
-	if r, ok := m.refused[id]; m.proving[key] || (ok && r.addr == addr && time.Since(r.at) < refusedBackoff) {
+	r, wasRefused := m.refused[id]
+	p, wasProven := m.proven[id]
+	if m.proving[key] || (wasRefused && r.addr == addr && time.Since(r.at) < refusedBackoff) ||
+		(wasProven && p.addr == addr && time.Since(p.at) < m.cfg.reprove) {
 		m.mu.Unlock()
 		return
 	}
@@ -494,21 +552,31 @@ func (m *Membership) prove(id, addr string) {
 	m.proving[key] = true
 	m.mu.Unlock()
 	go func() {
-		err := m.tls.probe(addr, id, probeTimeout)
+		started := time.Now()
+		announced, err := m.tls.probe(addr, id, probeTimeout)
 		<-m.probes
 		m.mu.Lock()
 		delete(m.proving, key)
 		logRefusal := err != nil && m.refused[id].addr != addr
-		var n memberlist.Node
-		var ok bool
+		var logLegacy bool
+		v, ok := m.pending[id]
+		ok = ok && err == nil && v.node.Address() == addr
+		// A doubted view that arrived before this probe started is judged by it.
+		doubt := m.doubted[id]
+		if doubt != nil && err == nil && doubt.node.Address() == addr && doubt.at.Before(started) {
+			delete(m.doubted, id)
+		} else {
+			doubt = nil
+		}
 		if err == nil {
-			m.proven[id] = addr
-			delete(m.refused, id)
-			if n, ok = m.pending[id]; ok && n.Address() == addr {
-				delete(m.pending, id)
-			} else {
-				ok = false
+			old, had := m.proven[id]
+			np := proof{addr: addr, key: announced, at: started}
+			if had && old.addr == addr && bytes.Equal(old.key, announced) {
+				np.seq = old.seq // the same run of the member: replays stay refused
 			}
+			logLegacy = announced == nil && (!had || old.key != nil)
+			m.proven[id] = np
+			delete(m.refused, id)
 		} else {
 			if len(m.refused) >= maxPending {
 				clear(m.refused)
@@ -519,8 +587,15 @@ func (m *Membership) prove(id, addr string) {
 		if logRefusal {
 			m.cfg.Logger.Warn("gossip member refused: its gossip listener did not prove its node id", "node", id, "addr", addr, "error", err)
 		}
+		if logLegacy {
+			m.cfg.Logger.Warn("gossip member runs a release that does not sign its gossip: its metadata and the records of the groups it leads are trusted to the holders of the gossip key until it is upgraded",
+				"node", id, "addr", addr)
+		}
+		if doubt != nil && doubt != v {
+			m.observeView(&doubt.node, false, doubt) // judged only: a newer view is pending, or was taken
+		}
 		if ok {
-			m.observe(&n, false)
+			m.observeView(&v.node, false, v)
 		}
 	}()
 }
@@ -538,9 +613,22 @@ func (m *Membership) heard(id string) {
 }
 
 // observe records a memberlist event: alive (join or update) or gone (leave).
-func (m *Membership) observe(n *memberlist.Node, gone bool) {
+func (m *Membership) observe(n *memberlist.Node, gone bool) { m.observeView(n, gone, nil) }
+
+// observeView is observe; from, when set, is the pending view n is, observed as it is only
+// while it is still the member's pending view.
+//
+// With TLS, an alive view changes nothing until the member is proven at its address and its
+// metadata verifies with the key it proved (checkMeta); metadata that does not verify leaves
+// the member as it was (a member never verified stays unlisted), and a gone view marks it gone
+// with its last verified metadata. Metadata that a new probe might make checkable (unsigned,
+// or signed with another key, as after a restart or a change of release) waits in pending
+// until a probe made after it arrived: if that probe does not make it checkable, it is
+// refused. Other metadata that does not verify is refused at once.
+func (m *Membership) observeView(n *memberlist.Node, gone bool, from *pendingView) {
+	obj, sig := unseal(n.Meta)
 	var meta NodeMeta
-	if err := json.Unmarshal(n.Meta, &meta); err != nil || meta.ID == "" {
+	if err := json.Unmarshal(obj, &meta); err != nil || meta.ID == "" {
 		m.cfg.Logger.Warn("gossip member with unreadable metadata", "node", n.Name, "error", err)
 		return
 	}
@@ -549,24 +637,64 @@ func (m *Membership) observe(n *memberlist.Node, gone bool) {
 		return
 	}
 	now := time.Now()
+	arrived := now
+	if from != nil {
+		arrived = from.at
+	}
 	m.mu.Lock()
-	if m.tls != nil && meta.ID != m.local.ID && m.proven[meta.ID] != n.Address() {
-		// Not proven: keep a copy of memberlist's view (its nodes change under its lock) for
-		// when the probe succeeds.
-		if gone {
-			delete(m.pending, meta.ID)
-		} else if _, ok := m.pending[meta.ID]; ok || len(m.pending) < maxPending {
-			cp := *n
-			cp.Meta = append([]byte(nil), n.Meta...)
-			m.pending[meta.ID] = cp
-		}
+	s, known := m.members[meta.ID]
+	var last NodeMeta // the member's verified metadata, if known
+	if known {
+		last = s.meta
+	}
+	if from != nil && m.pending[meta.ID] != from {
+		// A doubted view that a newer one replaced: it is only judged by the probe just made
+		// (older metadata of the member, which the newer view replaced, is not logged).
+		p := m.proven[meta.ID]
+		err := m.signedByOther(p.checkMeta(obj, sig), sig, meta.ID)
 		m.mu.Unlock()
-		if !gone {
-			m.prove(n.Name, n.Address())
+		if err != nil && !errors.Is(err, errReplayed) && p.addr == n.Address() && p.at.After(arrived) {
+			m.refuseMeta(meta, last, known, err)
 		}
 		return
 	}
-	s, known := m.members[meta.ID]
+	if m.tls != nil && meta.ID != m.local.ID {
+		p, proven := m.proven[meta.ID]
+		if !proven || p.addr != n.Address() {
+			// Not proven: keep memberlist's view for when the probe succeeds.
+			m.stash(n, gone, arrived)
+			m.mu.Unlock()
+			if !gone {
+				m.prove(n.Name, n.Address())
+			}
+			return
+		}
+		if err := p.checkMeta(obj, sig); err != nil {
+			err = m.signedByOther(err, sig, meta.ID)
+			waits := (errors.Is(err, errUnsigned) || errors.Is(err, errOtherKey)) && !p.at.After(arrived)
+			if waits {
+				m.stash(n, gone, arrived)
+				if v := m.pending[meta.ID]; v != nil {
+					m.doubted[meta.ID] = v
+				}
+			} else {
+				delete(m.pending, meta.ID)
+			}
+			if !gone || !known {
+				m.mu.Unlock()
+				if !waits {
+					m.refuseMeta(meta, last, known, err)
+				} else if !gone {
+					m.prove(n.Name, n.Address()) // observed again once proven again
+				}
+				return
+			}
+			meta = last // gone: the state changes, the metadata does not
+		} else {
+			m.proven[meta.ID] = p // its sequence number
+			delete(m.pending, meta.ID)
+		}
+	}
 	if !known {
 		s = &memberState{aliveSince: now, heard: now}
 		m.members[meta.ID] = s
@@ -599,11 +727,43 @@ func (m *Membership) observe(n *memberlist.Node, gone bool) {
 	}
 }
 
+// stash keeps a copy of memberlist's view n of a member, arrived at at, in pending, or drops
+// the pending view of a member gone. m.mu is held.
+func (m *Membership) stash(n *memberlist.Node, gone bool, at time.Time) {
+	if gone {
+		delete(m.pending, n.Name)
+		delete(m.doubted, n.Name)
+		return
+	}
+	if _, ok := m.pending[n.Name]; ok || len(m.pending) < maxPending {
+		v := &pendingView{node: *n, at: at}
+		v.node.Meta = bytes.Clone(n.Meta)
+		m.pending[n.Name] = v
+	}
+}
+
+// refuseMeta logs metadata refused (at most once a minute per member, reason and fields):
+// the member it names, the fields that differ from its verified metadata (last, if known) and
+// why. Never the metadata's signature.
+func (m *Membership) refuseMeta(got, last NodeMeta, known bool, why error) {
+	fields := "member not verified yet"
+	if known {
+		if fields = strings.Join(changedFields(last, got), ","); fields == "" {
+			fields = "none"
+		}
+	}
+	if ok, suppressed := m.refusals.admit(repeatKey{component: "gossip metadata", msg: why.Error() + "/" + fields, peer: got.ID}); ok {
+		m.cfg.Logger.Warn("gossip metadata refused: not signed by the member's node; its last verified metadata stays",
+			"node", got.ID, "fields", fields, "reason", why.Error(), "suppressed", suppressed)
+	}
+}
+
 type delegate Membership
 
+// NodeMeta is this node's metadata as sealed by the last Update (or start).
 func (d *delegate) NodeMeta(limit int) []byte {
 	d.mu.Lock()
-	b, _ := json.Marshal(d.local)
+	b := d.sealed
 	d.mu.Unlock()
 	if len(b) > limit {
 		panic(fmt.Sprintf("node metadata of %d bytes exceeds %d", len(b), limit))

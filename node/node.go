@@ -177,7 +177,7 @@ func Start(cfg config.Config, opts Options) (n *Node, err error) {
 	case !n.membership.Encrypted():
 		logger.Warn("gossip is not encrypted: any process that reaches the gossip address can join the cluster (set --gossip-key)", "gossip", cfg.GossipAddr)
 	}
-	n.directory = cluster.NewDirectory(cluster.DirectoryConfig{Host: host, Members: n.membership, Replicas: cfg.Replicas, Logger: logger})
+	n.directory = cluster.NewDirectory(cluster.DirectoryConfig{Host: host, Members: n.membership, Seal: n.membership, Replicas: cfg.Replicas, Logger: logger})
 	n.membership.Handle(n.directory)
 	n.directory.Start()
 	n.registry.MustRegister(cluster.NewCollector(host, n.membership, n.directory))

@@ -15,14 +15,16 @@ const peersReloadInterval = 10 * time.Second
 
 // loadPeers reads the TLS material of node-to-node connections (nil without --tls-*). The
 // certificate must name this node's id. Without TLS the node runs, and says loudly that any
-// process that reaches its peer ports is trusted.
+// process that reaches its peer ports is trusted, and that gossiped metadata and partition
+// records are not signed (cluster/metasig.go): the gossip key, if any, is all that vouches for
+// them.
 func loadPeers(cfg config.Config, logger *slog.Logger) (*pki.Peers, error) {
 	ca, cert, key, ok, err := cfg.TLSFiles()
 	if err != nil {
 		return nil, err
 	}
 	if !ok {
-		logger.Warn("INSECURE: node-to-node traffic is in the clear and unauthenticated: any process that reaches the Raft, remoting or gossip address is trusted as a member (set --tls-ca, --tls-cert and --tls-key)",
+		logger.Warn("INSECURE: node-to-node traffic is in the clear and unauthenticated: any process that reaches the Raft, remoting or gossip address is trusted as a member, and members' metadata and partition records in gossip are unsigned, trusted to whoever holds the gossip key (set --tls-ca, --tls-cert and --tls-key)",
 			"raft", cfg.RaftAddr, "remote", cfg.RemoteAddr, "gossip", cfg.GossipAddr)
 		return nil, nil
 	}
