@@ -96,7 +96,8 @@ type effectDone struct {
 // handled or dropped, so an activation with effects in flight is never idle and never
 // passivates. Once its message's commit succeeds it is queued; at most MaxEffectsPerActor
 // workers of the set take effects from the queue, in order, each holding one of the runtime's
-// MaxEffects slots while its effect runs; the result is sent to the activation's own process
+// MaxEffects slots (its kind's reserve first, see effectReserve) while its effect runs; the
+// result is sent to the activation's own process
 // (a PID is never reused, so it cannot reach another activation) tagged with the set.
 //
 // close (the activation stops) cancels every effect's context, drops the queue, and makes
@@ -169,9 +170,8 @@ func (s *effectSet) work(ctx context.Context) {
 	rt, met := s.act.rt, s.act.kind.effects
 	defer rt.effectWorkers.Done()
 	for {
-		select {
-		case rt.effectSlots <- struct{}{}:
-		case <-ctx.Done(): // the set closed: close dropped the queue
+		slot := s.slot(ctx)
+		if slot == nil { // the set closed: close dropped the queue
 			s.mu.Lock()
 			s.workers--
 			s.mu.Unlock()
@@ -181,7 +181,7 @@ func (s *effectSet) work(ctx context.Context) {
 		if s.closed || len(s.queue) == 0 {
 			s.workers--
 			s.mu.Unlock()
-			<-rt.effectSlots
+			<-slot
 			return
 		}
 		e := s.queue[0]
@@ -196,8 +196,28 @@ func (s *effectSet) work(ctx context.Context) {
 		out, err := s.call(ctx, e)
 		met.running.Dec()
 		met.duration.Observe(time.Since(begin).Seconds())
-		<-rt.effectSlots
+		<-slot
 		s.deliver(EffectResult{Name: e.name, Output: out, Err: err})
+	}
+}
+
+// slot waits for a slot to run an effect in and returns the channel it holds a token of, to
+// give it back to; nil when ctx is done first. A slot of the kind's reserve is taken first, so
+// that the shared pool stays free for the kinds whose reserve is full (see effectReserve).
+func (s *effectSet) slot(ctx context.Context) chan struct{} {
+	own, shared := s.act.kind.effectSlots, s.act.rt.effectSlots // own is nil without reserves
+	select {
+	case own <- struct{}{}:
+		return own
+	default:
+	}
+	select {
+	case own <- struct{}{}:
+		return own
+	case shared <- struct{}{}:
+		return shared
+	case <-ctx.Done():
+		return nil
 	}
 }
 

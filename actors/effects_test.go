@@ -538,3 +538,70 @@ func TestRestartingActivationDropsResults(t *testing.T) {
 		t.Fatalf("w = %q", r)
 	}
 }
+
+// Each kind has a reserve of the node's effect slots: a kind flooding effects takes the shared
+// pool and its own reserve, never another kind's, which can still start effects at once;
+// past its own reserve, with the pool taken, the other kind waits too.
+func TestEffectSlotsReservedPerKind(t *testing.T) {
+	l := newLab()
+	flood := outbox(l)
+	flood.Name = "flood"
+	// 24 slots over three kinds (flood, outbox and the harness's own): a reserve of 2 each
+	// (24 / (4 × 3)), 18 shared; one kind runs at most 20.
+	const maxEffects, reserve, perKind = 24, 2, 20
+	h := actortest.New(t, actortest.Options{Runtime: actors.Options{MaxEffects: maxEffects, MaxEffectsPerActor: 100}}, flood, outbox(l))
+	running := func(kind string) float64 {
+		return effectMetric(h, "shardkeeper_effects_running", map[string]string{"kind": kind})
+	}
+	var gates []chan<- outcome
+	var floods []string
+	for i := range perKind + 10 {
+		name := fmt.Sprintf("f%02d", i)
+		floods = append(floods, name)
+		gates = append(gates, l.hold(name))
+		h.MustCall("flood", "f", "send", []byte(name))
+	}
+	await.True(t, 10*time.Second, "the flood to take its share", func() bool { return running("flood") == perKind })
+	never(t, quiet, "the flood took more than the pool and its reserve", func() bool { return running("flood") > perKind })
+	if w := effectMetric(h, "shardkeeper_effects_waiting", map[string]string{"kind": "flood"}); w != 10 {
+		t.Fatalf("%v effects of the flood waiting, want 10", w)
+	}
+
+	// The other kind starts its reserve's worth at once, beside the flood.
+	o1, o2, o3 := l.hold("o1"), l.hold("o2"), l.hold("o3")
+	h.MustCall(outboxKind, "o", "send", []byte("o1"))
+	h.MustCall(outboxKind, "o", "send", []byte("o2"))
+	l.awaitStarts(t, "o1", 1)
+	l.awaitStarts(t, "o2", 1)
+	// Its third waits: its reserve is in use and the flood holds the pool.
+	h.MustCall(outboxKind, "o", "send", []byte("o3"))
+	never(t, quiet, "an effect started past its reserve with the pool taken", func() bool { return len(l.startsOf("o3")) > 0 })
+	if _, maxTotal, _ := l.concurrency(); maxTotal != perKind+reserve {
+		t.Fatalf("at most %d effects ran at once, want %d", maxTotal, perKind+reserve)
+	}
+	// One of its own ending gives its slot to it, not to the flood.
+	o1 <- outcome{out: "o1"}
+	awaitRecord(t, h, "o", "o1", "done:o1")
+	l.awaitStarts(t, "o3", 1)
+	if r := running("flood"); r != perKind {
+		t.Fatalf("the flood runs %v effects, want %d", r, perKind)
+	}
+
+	o2 <- outcome{out: "o2"}
+	o3 <- outcome{out: "o3"}
+	for _, g := range gates {
+		g <- outcome{out: "ok"}
+	}
+	await.True(t, 10*time.Second, "every effect to end", func() bool {
+		for _, n := range floods {
+			if len(l.startsOf(n)) == 0 {
+				return false
+			}
+		}
+		total, _, _ := l.concurrency()
+		return total == 0
+	})
+	if _, maxTotal, _ := l.concurrency(); maxTotal > maxEffects {
+		t.Fatalf("%d effects ran at once, more than the %d slots", maxTotal, maxEffects)
+	}
+}

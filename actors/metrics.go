@@ -56,7 +56,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		effectsRunning: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "shardkeeper_effects_running", Help: "Effect functions running."}, kind),
 		effectsWaiting: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "shardkeeper_effects_waiting", Help: "Committed effects waiting for a slot (MaxEffectsPerActor, MaxEffects)."}, kind),
+			Name: "shardkeeper_effects_waiting", Help: "Committed effects waiting for a slot (MaxEffectsPerActor, MaxEffects and the kinds' reserves)."}, kind),
 		effectDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "shardkeeper_effect_duration_seconds", Help: "Time an effect function ran.",
 			Buckets: prometheus.ExponentialBuckets(0.001, 2, 18)}, kind),

@@ -38,7 +38,9 @@ type Options struct {
 	AlarmBackoff     time.Duration // first retry delay of a failed alarm, doubling: 2s
 	MaxAlarmRetries  int           // failed retries before an alarm is parked: 6
 	// MaxEffects bounds the effect functions running at once on this node: 1024. It protects
-	// the node (goroutines, sockets, the outside services) from a flood of effects.
+	// the node (goroutines, sockets, the outside services) from a flood of effects. A quarter
+	// of it is reserved, in equal shares, to the kinds (see effectReserve), so that a kind
+	// flooding effects cannot starve another of slots.
 	MaxEffects int
 	// MaxEffectsPerActor bounds the effect functions of one activation running at once: 16
 	// (Kind.MaxEffects overrides it for a kind).
@@ -72,7 +74,8 @@ type Runtime struct {
 	dispatcher *dispatcher
 	// live counts activations spawned and not yet stopped, so Close can wait for them.
 	live sync.WaitGroup
-	// effectSlots holds one token per running effect function: at most MaxEffects.
+	// effectSlots holds one token per running effect function that holds a slot of the shared
+	// pool: MaxEffects less every kind's reserve (kindEntry.effectSlots).
 	effectSlots chan struct{}
 	// effectWorkers counts the goroutines running effects, so Close can wait for them.
 	effectWorkers sync.WaitGroup
@@ -82,6 +85,25 @@ type kindEntry struct {
 	Kind
 	mailbox prometheus.Gauge // shardkeeper_actor_mailbox_messages of this kind, resolved once
 	effects *effectMetrics   // the effect instruments of this kind, resolved once
+	// effectSlots holds one token per running effect function of this kind that holds one of
+	// its reserved slots (nil when the kinds reserve none, see effectReserve).
+	effectSlots chan struct{}
+}
+
+// effectReserve is how many of maxEffects slots each of kinds kinds reserves: a quarter of
+// them, shared equally (none when that leaves a kind less than one).
+//
+// The invariant: at most maxEffects effects run on the node (the reserves plus the shared
+// pool), and whatever the other kinds run, every kind can start effectReserve of its own at
+// once — one kind holds at most its reserve and the shared pool, maxEffects less the other
+// kinds' reserves. A reserve per kind, rather than a cap on each, keeps the guarantee however
+// many kinds flood at once; a quarter keeps most slots for whichever kind needs them, at the
+// price of idling the reserves of kinds that run no effects (most kinds have none).
+func effectReserve(maxEffects, kinds int) int {
+	if kinds == 0 {
+		return 0
+	}
+	return maxEffects / (4 * kinds)
 }
 
 // New creates a runtime for the given kinds. No partition is led until SetLeader says so.
@@ -131,9 +153,10 @@ func New(opts Options, kinds ...Kind) (*Runtime, error) {
 	if err != nil {
 		return nil, fmt.Errorf("actors: register metrics: %w", err)
 	}
+	reserve := effectReserve(opts.MaxEffects, len(kinds))
 	r := &Runtime{opts: opts, store: opts.Store, repl: opts.Replicator, system: opts.System,
 		logger: opts.Logger, metrics: m, kinds: map[string]*kindEntry{}, groups: map[uint32]*group{}, dispatcher: newDispatcher(256),
-		effectSlots: make(chan struct{}, opts.MaxEffects)}
+		effectSlots: make(chan struct{}, opts.MaxEffects-reserve*len(kinds))}
 	for _, k := range kinds {
 		if err := k.validate(); err != nil {
 			return nil, fmt.Errorf("actors: %w", err)
@@ -141,7 +164,11 @@ func New(opts Options, kinds ...Kind) (*Runtime, error) {
 		if _, dup := r.kinds[k.Name]; dup {
 			return nil, fmt.Errorf("actors: kind %q registered twice", k.Name)
 		}
-		r.kinds[k.Name] = &kindEntry{Kind: k, mailbox: m.mailbox.WithLabelValues(k.Name), effects: m.effectsOf(k.Name)}
+		e := &kindEntry{Kind: k, mailbox: m.mailbox.WithLabelValues(k.Name), effects: m.effectsOf(k.Name)}
+		if reserve > 0 {
+			e.effectSlots = make(chan struct{}, reserve)
+		}
+		r.kinds[k.Name] = e
 	}
 	for p := range opts.Partitions {
 		r.parts = append(r.parts, newPartition(r, uint32(p)))

@@ -72,7 +72,7 @@ func TestErrorsDoNotEchoInput(t *testing.T) {
 
 // With --admin-addr, the operator's routes — metrics, the cluster view, admin endpoints,
 // profiles — are served on that listener only; the public one answers them 404 as unknown.
-// Health checks answer on both.
+// Health checks answer on both. The profile of the command line is served on neither.
 func TestAdminListener(t *testing.T) {
 	const token = "admin-token-for-the-admin-listener-test"
 	n := apitest.Start(t, func(c *config.Config) { c.AdminAddr, c.AdminToken = "127.0.0.1:0", token })
@@ -98,6 +98,7 @@ func TestAdminListener(t *testing.T) {
 		{"DELETE", "/v1/attest/r1/devices/d1", 404, 404}, // public: no such route; admin: unknown device
 		{"DELETE", "/v1/servers/r1/s1", 404, 404},
 		{"GET", "/debug/pprof/", 404, 200},
+		{"GET", "/debug/pprof/cmdline", 404, 404}, // it may show a token given as a flag
 		{"GET", "/healthz", 200, 200},
 		{"GET", "/readyz", 200, 200},
 		{"POST", "/v1/nonces", 400, 404},

@@ -133,7 +133,7 @@ func TestOpenAPIDescribesEveryRoute(t *testing.T) {
 	for _, p := range opsPatterns(t) {
 		served[p] = true
 	}
-	for _, r := range domain.Routes(domains.All(), nil, cfg) {
+	for _, r := range domain.Routes(domains.All(), domain.Env{}, cfg) {
 		served[r.Pattern] = true
 	}
 	for p := range served {

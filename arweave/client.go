@@ -33,10 +33,13 @@ type Client struct {
 // with a 30 s timeout.
 func NewClient(base string, hc *http.Client) *Client {
 	if hc == nil {
-		hc = &http.Client{Timeout: 30 * time.Second}
+		// No redirects: a gateway checked to be https must not hand the chain on to plain http.
+		hc = &http.Client{Timeout: 30 * time.Second, CheckRedirect: noRedirects}
 	}
 	return &Client{base: strings.TrimSuffix(base, "/"), hc: hc}
 }
+
+func noRedirects(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 
 // Status is a transaction's state on the network.
 type Status struct {
@@ -66,17 +69,33 @@ func (c *Client) Anchor(ctx context.Context) ([]byte, error) {
 func PricedChunks(size int) int { return (size + MaxChunkSize - 1) / MaxChunkSize }
 
 // Price returns the reward, in winston, of a transaction carrying size bytes (GET
-// /price/{bytes}).
+// /price/{bytes}): a decimal integer, which may exceed 64 bits (the network holds more
+// winston than that), so that a caller capping rewards sees a huge quote as too high, not as
+// unreadable.
 func (c *Client) Price(ctx context.Context, size int) (string, error) {
 	b, err := c.get(ctx, "/price/"+strconv.Itoa(size))
 	if err != nil {
 		return "", err
 	}
 	s := strings.TrimSpace(string(b))
-	if _, err := strconv.ParseUint(s, 10, 64); err != nil {
+	if !decimal(s) {
 		return "", fmt.Errorf("arweave: GET /price: not a price: %q", clip(b))
 	}
 	return s, nil
+}
+
+// decimal reports whether s is a decimal integer without sign or leading zero, of at most 64
+// digits (a reward is a decimal string in the signed transaction).
+func decimal(s string) bool {
+	if s == "" || len(s) > 64 || (s[0] == '0' && len(s) > 1) {
+		return false
+	}
+	for i := range len(s) {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return true
 }
 
 // StatusOf returns the status of transaction id (GET /tx/{id}/status): ErrNotFound when the

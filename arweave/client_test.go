@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"sync"
+	"sync/atomic"
 	"testing"
 )
 
@@ -129,5 +130,26 @@ func TestClient(t *testing.T) {
 	}
 	if _, err := c.StatusOf(ctx, "unknown"); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("unknown: %v", err)
+	}
+}
+
+// A quote is any decimal integer, beyond 64 bits too (a caller capping rewards must see a
+// huge quote as too high, not as unreadable); anything else is not a price.
+func TestPriceQuotes(t *testing.T) {
+	var quote atomic.Value
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, quote.Load().(string)) }))
+	defer srv.Close()
+	c := NewClient(srv.URL, nil)
+	for _, q := range []string{"0", "4242", "18446744073709551615", "18446744073709551616", "123456789012345678901234567890"} {
+		quote.Store(q + "\n")
+		if p, err := c.Price(context.Background(), 1); err != nil || p != q {
+			t.Errorf("quote %s: %q %v", q, p, err)
+		}
+	}
+	for _, q := range []string{"", "-1", "+5", "007", "12a", "1e9", "1.5", string(bytes.Repeat([]byte("9"), 65))} {
+		quote.Store(q)
+		if p, err := c.Price(context.Background(), 1); err == nil {
+			t.Errorf("quote %q: accepted as %q", q, p)
+		}
 	}
 }

@@ -41,6 +41,7 @@ type Client struct {
 	adminToken   string
 	relayerToken string
 	chainToken   string
+	serversToken string
 	retry        RetryPolicy
 	issuers      issuers
 	routes       *routes // the routing table (WithRouting), nil without
@@ -61,6 +62,10 @@ func WithHTTPClient(hc *http.Client) Option { return func(c *Client) { c.hc = hc
 
 // WithAdminToken sets the bearer token sent on admin endpoints (the deletes).
 func WithAdminToken(token string) Option { return func(c *Client) { c.adminToken = token } }
+
+// WithServersToken sets the bearer token sent on server registrations and heartbeats (the
+// server's --servers-token-file).
+func WithServersToken(token string) Option { return func(c *Client) { c.serversToken = token } }
 
 // WithRelayerToken sets the bearer token sent on the relayer endpoints (/v1/relayers/...),
 // the server's --relayer-token. It is sent there only, and the admin token never is.
@@ -119,6 +124,7 @@ type call struct {
 	admin      bool   // send the admin token
 	relayer    bool   // send the relayer token
 	chain      bool   // send the chain token
+	servers    bool   // send the servers token
 	poll       bool   // a long poll: the HTTP client's own Timeout does not apply, ctx governs
 	idempotent bool   // may be resent after a transport error (see RetryPolicy)
 	single     bool   // one attempt whatever the policy
@@ -278,6 +284,8 @@ func (c *Client) bearer(cl call) string {
 		return c.relayerToken
 	case cl.chain:
 		return c.chainToken
+	case cl.servers:
+		return c.serversToken
 	}
 	return ""
 }

@@ -14,6 +14,11 @@ type RegisterDeviceRequest struct {
 	BuildHash string `json:"build_hash"`
 	// PublicKey is the device's 32-byte Ed25519 public key (base64 in JSON).
 	PublicKey []byte `json:"public_key"`
+	// Nonce and Signature prove the current key when a live device registers another one: a
+	// challenge issued to the device, and the current key's Ed25519 signature over the
+	// nonce's UTF-8 bytes (base64 in JSON), as in verify.
+	Nonce     string `json:"nonce,omitempty"`
+	Signature []byte `json:"signature,omitempty"`
 }
 
 // Registration is the answer of a device registration.

@@ -72,6 +72,26 @@ type SubmitIntent struct {
 type Relayer struct {
 	AccountID string       `json:"account_id"`
 	Keys      []RelayerKey `json:"keys"`
+	// Policy is what the account's intents may do, as in force on the node.
+	Policy RelayerPolicy `json:"policy"`
+	// BudgetUsed is the deposit (yocto) the intents accepted in the current window attach,
+	// with a deposit budget; "" without one.
+	BudgetUsed string `json:"budget_used,omitempty"`
+}
+
+// RelayerPolicy is a relayer account's policy; a nil field allows anything.
+type RelayerPolicy struct {
+	Receivers     []string       `json:"receivers"`
+	Actions       []string       `json:"actions"`
+	Methods       []string       `json:"methods"`
+	MaxDeposit    *string        `json:"max_deposit"`
+	DepositBudget *DepositBudget `json:"deposit_budget"`
+}
+
+// DepositBudget bounds the deposits of the intents accepted in any rolling Window.
+type DepositBudget struct {
+	Amount string `json:"amount"` // yocto
+	Window string `json:"window"` // a Go duration
 }
 
 // RelayerKey is one access key of a relayer account.

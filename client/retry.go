@@ -12,7 +12,8 @@ import (
 // RetryPolicy says how a call is retried. Only three things are retried:
 //
 //   - a 429 or 503 answer, on every call: the server says when to come back (Retry-After) and
-//     the client waits at least that long;
+//     the client waits at least that long (not 429 budget_exceeded, a relayer account's
+//     deposit budget, whose wait may be hours: the caller decides);
 //   - a connection that could not be made (a dial error), on every call: the request never
 //     reached a server, so sending it again (to the next base URL) cannot apply it twice;
 //   - any other transport error (reset connection, timeout while waiting for the answer), only
@@ -82,6 +83,9 @@ func (p RetryPolicy) wait(n int, err error, u1, u2 float64) time.Duration {
 func retryable(err error, idempotent bool) bool {
 	var apiErr *APIError
 	if errors.As(err, &apiErr) {
+		if apiErr.Code == "budget_exceeded" {
+			return false // a relayer account's policy: its Retry-After may be hours, the caller decides
+		}
 		return apiErr.Status == http.StatusTooManyRequests || apiErr.Status == http.StatusServiceUnavailable
 	}
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {

@@ -39,7 +39,7 @@ func serversPath(registry string) string { return "/v1/servers/" + seg(registry)
 // answer may report Created false for the entry its first attempt created).
 func (c *Client) PutServer(ctx context.Context, registry, serverID string, req PutServerRequest) (*Heartbeat, error) {
 	var out Heartbeat
-	status, err := c.do(ctx, call{actor: &actor{kindServers, registry}, method: http.MethodPut, path: serversPath(registry) + "/" + seg(serverID), body: req, idempotent: true}, &out)
+	status, err := c.do(ctx, call{actor: &actor{kindServers, registry}, method: http.MethodPut, path: serversPath(registry) + "/" + seg(serverID), body: req, servers: true, idempotent: true}, &out)
 	if err != nil {
 		return nil, err
 	}

@@ -776,3 +776,70 @@ func TestAdminTokenFile(t *testing.T) {
 		t.Error("WeakToken")
 	}
 }
+
+// A config file that sets a secret — a token, the gossip key, a domain's option named
+// *-token or marked Secret — is refused when other users can access it, with an error
+// naming the file, the key and the fix, never the secret; the same file readable by its
+// owner only loads. A file without secrets, or with a secret key left empty, may be shared.
+func TestConfigFileWithSecret(t *testing.T) {
+	type domainOpts struct{ Token, Key, Name string }
+	section := NewSection("test domain", func(o *domainOpts) []Option {
+		return []Option{
+			String(&o.Token, "widget-token", "", "a domain's bearer token"),
+			String(&o.Key, "widget-key", "", "a domain's secret key").AsSecret(),
+			String(&o.Name, "widget-name", "", "not a secret"),
+		}
+	})
+	const secret = "supersecret-value-of-the-test"
+	gossip := "Z29zc2lwLWtleS1vZi10aGUtc2VjcmV0cy10ZXN0ISE="
+	load := func(content string, mode os.FileMode) (Config, string, error) {
+		path := writeFile(t, content)
+		if err := os.Chmod(path, mode); err != nil {
+			t.Fatal(err)
+		}
+		c, err := Load(append([]string{"--config", path}, baseArgs...), env(nil), nil, section)
+		return c, path, err
+	}
+	for _, c := range []struct {
+		yaml, key string
+		mode      os.FileMode
+	}{
+		{"admin-token: " + secret + "\n", "admin-token", 0o644},
+		{"partitions: 8\nadmin-token: " + secret + "\n", "admin-token", 0o640}, // group-readable
+		{"admin-token: " + secret + "\n", "admin-token", 0o602},                // others may write it
+		{"gossip-key: " + gossip + "\n", "gossip-key", 0o644},
+		{"widget-token: " + secret + "\n", "widget-token", 0o604},
+		{"widget-key: " + secret + "\n", "widget-key", 0o640},
+	} {
+		_, path, err := load(c.yaml, c.mode)
+		if err == nil {
+			t.Errorf("%q at mode %04o: loaded, want it refused", c.yaml, c.mode)
+			continue
+		}
+		for _, want := range []string{path, `"` + c.key + `"`, "chmod 600", "other users"} {
+			if !strings.Contains(err.Error(), want) {
+				t.Errorf("%q at mode %04o: %v, want it to say %q", c.yaml, c.mode, err, want)
+			}
+		}
+		if strings.Contains(err.Error(), secret) || strings.Contains(err.Error(), gossip) {
+			t.Errorf("%q at mode %04o: the error shows the secret: %v", c.yaml, c.mode, err)
+		}
+	}
+
+	cfg, _, err := load("admin-token: "+secret+"\ngossip-key: "+gossip+"\nwidget-token: "+secret+"\n", 0o600)
+	if err != nil || cfg.AdminToken != secret || cfg.GossipKey != gossip || section.Get(cfg).Token != secret {
+		t.Errorf("secrets in a file of its owner only: %v", err)
+	}
+	tokenFile := filepath.Join(t.TempDir(), "admin-token")
+	if err := os.WriteFile(tokenFile, []byte(secret), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, shared := range []string{
+		"partitions: 8\nadmin-token-file: " + tokenFile + "\nwidget-name: w\n",
+		"admin-token: ~\nwidget-token: \"\"\n",
+	} {
+		if _, _, err := load(shared, 0o644); err != nil {
+			t.Errorf("%q at mode 0644: %v, want it loaded", shared, err)
+		}
+	}
+}

@@ -14,10 +14,23 @@ import (
 // applyFile sets the keys of the YAML file path into s's Config. The file holds one mapping whose keys
 // are flag names; values are scalars in the syntax of the flag (YAML numbers are taken in their
 // written form), or for --join also a list. An empty file sets nothing.
+//
+// A file that sets a secret (Option.HoldsSecret) to a value is held to what ReadSecretFile
+// asks of a secret file: other users may not access it. Settings without secrets stay
+// shareable (a file readable by a team or a config management tool).
 func (s *settings) applyFile(path string) error {
-	data, err := os.ReadFile(path)
+	f, err := os.Open(path)
 	if err != nil {
 		return fmt.Errorf("reading --config file: %w", err)
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return fmt.Errorf("reading --config file: %w", err)
+	}
+	data, err := io.ReadAll(f)
+	if err != nil {
+		return fmt.Errorf("reading --config file %s: %w", path, err)
 	}
 	var doc yaml.Node
 	dec := yaml.NewDecoder(bytes.NewReader(data))
@@ -65,6 +78,11 @@ func (s *settings) applyFile(path string) error {
 		val, err := nodeString(o, v)
 		if err != nil {
 			return fmt.Errorf("%s: key %q: %w", at, k.Value, err)
+		}
+		if perm := st.Mode().Perm(); o.HoldsSecret() && val != "" && perm&0o077 != 0 {
+			// The key names the secret, never its value.
+			return fmt.Errorf("%s: key %q holds a secret, and other users can access the file (mode %04o): make it readable by its owner only (chmod 600 %s), or give the secret in a file of its own",
+				at, k.Value, perm, path)
 		}
 		if err := o.Value.Set(val); err != nil {
 			return invalidValue(o.Name, val, fmt.Sprintf("from config file %s line %d", path, v.Line), err)

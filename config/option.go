@@ -22,6 +22,9 @@ type Option struct {
 	Value       Value
 	// NoFile keeps the option out of the YAML file (--config itself).
 	NoFile bool
+	// Secret marks an option whose value is a secret itself, not a file's path: a config file
+	// that sets it must be readable by its owner only (see HoldsSecret).
+	Secret bool
 	// Check, when set, validates the loaded value; Load reports its error as
 	// `invalid --<Name>: <error>`.
 	Check func() error
@@ -32,6 +35,17 @@ func (o Option) Checked(check func() error) Option {
 	o.Check = check
 	return o
 }
+
+// AsSecret returns o marked Secret.
+func (o Option) AsSecret() Option {
+	o.Secret = true
+	return o
+}
+
+// HoldsSecret reports whether o's value is a secret: o is marked Secret, or named *-token,
+// the convention of every bearer token option (--admin-token, --chain-token, …; their
+// *-token-file companions hold a path, not the token).
+func (o Option) HoldsSecret() bool { return o.Secret || strings.HasSuffix(o.Name, "-token") }
 
 // Value is a flag.Value bound to one field. Type names the value's syntax in --help.
 type Value interface {
@@ -249,4 +263,28 @@ func (v bytesValue) String() string {
 		}
 	}
 	return strconv.FormatUint(*v.p, 10)
+}
+
+// Bool is an option setting *p: true or false (a flag given alone is true).
+func Bool(p *bool, name, def, usage string) Option {
+	return Option{Name: name, Default: def, Usage: usage, Value: boolValue{p}}
+}
+
+type boolValue struct{ p *bool }
+
+func (v boolValue) Set(s string) error {
+	b, err := strconv.ParseBool(s)
+	if err != nil {
+		return fmt.Errorf("true or false is expected, not %q", s)
+	}
+	*v.p = b
+	return nil
+}
+func (boolValue) Type() string     { return "bool" }
+func (boolValue) IsBoolFlag() bool { return true }
+func (v boolValue) String() string {
+	if v.p == nil {
+		return "false"
+	}
+	return strconv.FormatBool(*v.p)
 }

@@ -24,9 +24,10 @@ type Domain struct {
 	// Kinds builds the domain's actor kinds from the configuration (its section included) and
 	// what the node gives them (Env).
 	Kinds func(cfg config.Config, env Env) []actors.Kind
-	// Routes builds the domain's HTTP routes: caller reaches any actor of the cluster, cfg holds
-	// the core settings (request timeout, admin token) and the domain's.
-	Routes func(caller api.Caller, cfg config.Config) []api.Route
+	// Routes builds the domain's HTTP routes: env.Caller reaches any actor of the cluster and
+	// env.Registerer takes the routes' metrics; cfg holds the core settings (request timeout,
+	// admin token) and the domain's.
+	Routes func(env Env, cfg config.Config) []api.Route
 	// Codes maps the error codes the domain's actors and routes answer to HTTP statuses.
 	Codes map[string]int
 }
@@ -44,9 +45,9 @@ func Settings(ds []Domain) []config.Group {
 
 // Env is what a node gives the actor kinds of its domains.
 type Env struct {
-	// Caller reaches any actor of the cluster once the node serves: for effects, never from a
-	// handler (a handler waiting on another actor holds its mailbox). Nil in tests of kinds
-	// alone.
+	// Caller reaches any actor of the cluster once the node serves: for effects and HTTP
+	// routes, never from an actor's handler (a handler waiting on another actor holds its
+	// mailbox). Nil in tests of kinds alone.
 	Caller api.Caller
 	// Registerer takes the domain's own metrics (the node's /metrics). Domain.Kinds is called
 	// once per node; Kinds gives a registry of its own when nil.
@@ -68,11 +69,14 @@ func Kinds(ds []Domain, cfg config.Config, env Env) []actors.Kind {
 }
 
 // Routes lists the HTTP routes of ds.
-func Routes(ds []Domain, caller api.Caller, cfg config.Config) []api.Route {
+func Routes(ds []Domain, env Env, cfg config.Config) []api.Route {
+	if env.Registerer == nil {
+		env.Registerer = prometheus.NewRegistry()
+	}
 	var out []api.Route
 	for _, d := range ds {
 		if d.Routes != nil {
-			out = append(out, d.Routes(caller, cfg)...)
+			out = append(out, d.Routes(env, cfg)...)
 		}
 	}
 	return out
@@ -82,9 +86,10 @@ func Routes(ds []Domain, caller api.Caller, cfg config.Config) []api.Route {
 // GET /openapi.yaml) and every domain's routes, with every domain's error codes known to
 // api.WriteError. Two domains answering one code with different statuses, or registering
 // conflicting routes, are errors naming the domain.
-func NewMux(view api.ClusterView, gatherer prometheus.Gatherer, ds []Domain, caller api.Caller, cfg config.Config) (*Mux, error) {
+func NewMux(view api.ClusterView, reg *prometheus.Registry, ds []Domain, caller api.Caller, cfg config.Config) (*Mux, error) {
 	mux := &Mux{ServeMux: http.NewServeMux(), operator: map[string]bool{}}
-	api.RegisterOps(mux.ServeMux, view, gatherer, cfg.AdminToken)
+	api.RegisterOps(mux.ServeMux, view, reg, cfg.AdminToken)
+	env := Env{Caller: caller, Registerer: reg}
 	for _, p := range api.OperatorPatterns {
 		mux.operator[p] = true
 	}
@@ -98,7 +103,7 @@ func NewMux(view api.ClusterView, gatherer prometheus.Gatherer, ds []Domain, cal
 		if d.Routes == nil {
 			continue
 		}
-		for _, r := range d.Routes(caller, cfg) {
+		for _, r := range d.Routes(env, cfg) {
 			if err := handle(mux.ServeMux, r); err != nil {
 				return nil, fmt.Errorf("domain %s: %w", d.Name, err)
 			}

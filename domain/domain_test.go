@@ -25,7 +25,8 @@ func (o outcome) Call(context.Context, string, string, actors.Request) ([]byte, 
 func teapot(name, pattern string, codes map[string]int) domain.Domain {
 	return domain.Domain{
 		Name: name,
-		Routes: func(caller api.Caller, _ config.Config) []api.Route {
+		Routes: func(env domain.Env, _ config.Config) []api.Route {
+			caller := env.Caller
 			return []api.Route{{Pattern: pattern, Handler: func(w http.ResponseWriter, r *http.Request) {
 				_, err := caller.Call(r.Context(), "k", "id", actors.Request{})
 				api.WriteError(w, err)
@@ -88,7 +89,7 @@ func TestLists(t *testing.T) {
 	if k := domain.Kinds(ds, config.Default(), domain.Env{}); len(k) != 1 || k[0].Name != "kxxxx" {
 		t.Fatalf("Kinds = %v", k)
 	}
-	if r := domain.Routes(ds, nil, config.Default()); len(r) != 1 || r[0].Pattern != "GET /b" {
+	if r := domain.Routes(ds, domain.Env{}, config.Default()); len(r) != 1 || r[0].Pattern != "GET /b" {
 		t.Fatalf("Routes = %v", r)
 	}
 }

@@ -41,7 +41,7 @@ func TestDomainSettings(t *testing.T) {
 	if got, want := servers.Settings.Get(c), (servers.Config{TTL: 5 * time.Minute, MaxServers: 1000}); got != want {
 		t.Errorf("servers defaults %+v, want %+v", got, want)
 	}
-	if got, want := oracle.Settings.Get(c), (oracle.Config{TTL: time.Hour}); got != want {
+	if got, want := oracle.Settings.Get(c), (oracle.Config{TTL: time.Hour, MaxOutstanding: 100000}); got != want {
 		t.Errorf("oracle defaults %+v, want %+v", got, want)
 	}
 
@@ -74,6 +74,7 @@ func TestDomainSettings(t *testing.T) {
 		{[]string{"--device-ttl", "0s"}, "invalid --device-ttl: must be positive, got 0s"},
 		{[]string{"--server-ttl", "-1m"}, "invalid --server-ttl: must be positive, got -1m0s"},
 		{[]string{"--oracle-nonce-ttl", "0s"}, "invalid --oracle-nonce-ttl: must be positive, got 0s"},
+		{[]string{"--oracle-max-outstanding", "-1"}, "invalid --oracle-max-outstanding: must be at least 0, got -1"},
 		{[]string{"--attest-nonce-ttl", "5"}, `invalid value "5" for --attest-nonce-ttl: time: missing unit in duration "5"`},
 	} {
 		if _, err := load(tc.args, nil); err == nil || err.Error() != tc.want {
@@ -90,7 +91,7 @@ func TestHelpListsDomainFlags(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, f := range []string{"attest-nonce-ttl", "max-pending-per-device", "max-devices", "device-ttl",
-		"server-ttl", "max-servers", "oracle-nonce-ttl"} {
+		"server-ttl", "max-servers", "oracle-nonce-ttl", "oracle-max-outstanding", "chain-max-queued"} {
 		if !strings.Contains(out.String(), "--"+f+" ") {
 			t.Errorf("--help does not list --%s", f)
 		}

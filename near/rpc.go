@@ -104,7 +104,10 @@ func NewClient(urls []string, opts ...Option) (*Client, error) {
 	if len(urls) == 0 {
 		return nil, errors.New("near rpc: no endpoint URL")
 	}
-	c := &Client{http: &http.Client{Timeout: DefaultTimeout, Transport: newTransport()}, cooldown: DefaultCooldown, now: time.Now}
+	// No redirects: an endpoint checked to be https must not hand the relayer on to plain
+	// http, and a JSON-RPC node has no reason to redirect a POST.
+	noRedirects := func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	c := &Client{http: &http.Client{Timeout: DefaultTimeout, Transport: newTransport(), CheckRedirect: noRedirects}, cooldown: DefaultCooldown, now: time.Now}
 	for _, raw := range urls {
 		u, err := url.Parse(raw)
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
@@ -162,6 +165,21 @@ func (e *TransportError) Unwrap() []error {
 		return []error{ErrOutcomeUnknown, e.Err}
 	}
 	return []error{e.Err}
+}
+
+// Each returns one Client per endpoint, in the configured order, each asking that endpoint
+// only (sharing c's connections, observer and settings): for a question whose answer must
+// come from more than one node, such as whether a transaction is dead. A Client of one
+// endpoint returns itself.
+func (c *Client) Each() []*Client {
+	if len(c.endpoints) == 1 {
+		return []*Client{c}
+	}
+	out := make([]*Client, len(c.endpoints))
+	for i, ep := range c.endpoints {
+		out[i] = &Client{endpoints: []*endpoint{ep}, http: c.http, cooldown: c.cooldown, now: c.now, observe: c.observe}
+	}
+	return out
 }
 
 // order returns the endpoints to try: those not in cool-down first, each group in the

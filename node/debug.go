@@ -2,6 +2,7 @@ package node
 
 import (
 	"fmt"
+	"github.com/shardkeeper/shardkeeper/actors/kit"
 	"github.com/shardkeeper/shardkeeper/api"
 	"github.com/shardkeeper/shardkeeper/domain"
 	"log/slog"
@@ -26,10 +27,15 @@ func startDebug(addr string, logger *slog.Logger) (*http.Server, error) {
 	return srv, nil
 }
 
-// registerProfiles adds Go's profiles at /debug/pprof/ to mux.
+// registerProfiles adds Go's profiles at /debug/pprof/ to mux, all but the command line:
+// /debug/pprof/cmdline would show the flags, a token given as one among them, to whoever
+// reaches the listener. It is answered 404 not_found as an unknown path is, by a route of
+// its own, so that the answer does not hang on how pprof.Index treats names it does not know.
 func registerProfiles(mux *http.ServeMux) {
 	mux.HandleFunc("/debug/pprof/", pprof.Index)
-	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("/debug/pprof/cmdline", func(w http.ResponseWriter, r *http.Request) {
+		api.WriteAPIError(w, api.Errorf(http.StatusNotFound, "not_found", "no route for %s", kit.Quote(r.URL.Path)))
+	})
 	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
 	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
 	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)

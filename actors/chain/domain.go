@@ -5,10 +5,12 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/shardkeeper/shardkeeper/actors"
+	"github.com/shardkeeper/shardkeeper/actors/kit"
 	"github.com/shardkeeper/shardkeeper/arweave"
 	"github.com/shardkeeper/shardkeeper/config"
 	"github.com/shardkeeper/shardkeeper/domain"
@@ -19,15 +21,18 @@ import (
 // configuration loads, so that a bad file stops the process at start naming the flag.
 type Options struct {
 	Gateway         string        // --arweave-gateway
+	GatewayHTTP     bool          // --arweave-gateway-allow-private-http
 	WalletFile      string        // --arweave-wallet
 	Token           string        // --chain-token
 	TokenFile       string        // --chain-token-file
 	MaxInFlight     int           // --chain-max-in-flight
 	MaxUnconfirmed  int           // --chain-max-unconfirmed
+	MaxQueued       int           // --chain-max-queued
 	Confirmations   int           // --chain-confirmations
 	LogKeyFile      string        // --chain-log-key
 	CheckpointEvery int           // --chain-checkpoint-every
 	PollInterval    time.Duration // --chain-poll-interval
+	MaxReward       uint64        // --chain-max-reward, winston
 
 	wallet *arweave.Wallet
 	signer note.Signer
@@ -36,13 +41,16 @@ type Options struct {
 // Settings are the chain's options.
 var Settings = config.NewSection("attestation chain", func(o *Options) []config.Option {
 	return []config.Option{
-		config.String(&o.Gateway, "arweave-gateway", "", "URL of the Arweave node or gateway the attestation chain anchors on"),
+		config.String(&o.Gateway, "arweave-gateway", "", "URL of the Arweave node or gateway the attestation chain anchors on: https, or plain http to a loopback address").Checked(o.checkGateway),
+		config.Bool(&o.GatewayHTTP, "arweave-gateway-allow-private-http", "false", "allow --arweave-gateway to be plain http to a private network address, or a host name on your word that it is one (never to a public address)"),
 		config.String(&o.WalletFile, "arweave-wallet", "", "JWK file of the RSA wallet (2048 to 4096 bits) that signs chain transactions (refused if other users can read it)").Checked(o.loadWallet),
 		config.String(&o.Token, "chain-token", "", "bearer token of chain writes; empty disables them (prefer --chain-token-file)"),
 		config.String(&o.TokenFile, "chain-token-file", "", "file holding the chain token (not shown in ps)").Checked(o.loadToken),
 		config.Int(&o.MaxInFlight, "chain-max-in-flight", "256", "uploads (POST /tx) under way per chain; they start in seq order").Checked(config.AtLeast(&o.MaxInFlight, 1)),
 		config.Int(&o.MaxUnconfirmed, "chain-max-unconfirmed", "10000", "events per chain signed and not yet confirmed; signing waits while this many are").Checked(config.AtLeast(&o.MaxUnconfirmed, 1)),
+		config.Int(&o.MaxQueued, "chain-max-queued", strconv.Itoa(DefaultMaxQueued), "events per chain accepted and not yet signed; past it a new event answers 429 queue_full (an identical repeat is still 200), so that a chain whose gateway is down stops storing what it cannot sign (>= 1)").Checked(config.AtLeast(&o.MaxQueued, 1)),
 		config.Int(&o.Confirmations, "chain-confirmations", "1", "blocks deep before an event counts as confirmed").Checked(config.AtLeast(&o.Confirmations, 1)),
+		config.Uint64(&o.MaxReward, "chain-max-reward", strconv.FormatUint(DefaultMaxReward, 10), "the highest reward, in winston, the chain signs a transaction for (10000000000 is 0.01 AR); an event quoted above it is not signed: a failed prepare, fee_too_high (>= 1)").Checked(o.checkMaxReward),
 		config.Duration(&o.PollInterval, "chain-poll-interval", "5s", "how often a chain asks the gateway about its events not yet confirmed (an Arweave block takes about two minutes)").Checked(config.Positive(&o.PollInterval)),
 		config.Int(&o.CheckpointEvery, "chain-checkpoint-every", "1000", "with --chain-log-key: anchor a signed checkpoint in each chain every this many confirmed events (0: never)").Checked(config.AtLeast(&o.CheckpointEvery, 0)),
 		config.String(&o.LogKeyFile, "chain-log-key", "", "file holding the signed-note private key (PRIVATE+KEY+<name>+…, made by shardkeeper chain log-key) that signs the chains' checkpoints; readable by its owner only").Checked(o.loadLogKey),
@@ -69,6 +77,21 @@ func (o *Options) loadWallet() error {
 		return errors.New("--arweave-wallet needs --arweave-gateway, the node to anchor on")
 	}
 	o.wallet = w
+	return nil
+}
+
+func (o *Options) checkGateway() error {
+	if o.Gateway == "" {
+		return nil
+	}
+	return config.CheckEndpoint(o.Gateway, o.GatewayHTTP)
+}
+
+// checkMaxReward refuses 0, which would read as "no cap" while refusing every event.
+func (o *Options) checkMaxReward() error {
+	if o.MaxReward < 1 {
+		return errors.New("must be at least 1 winston, got 0")
+	}
 	return nil
 }
 
@@ -101,11 +124,17 @@ func (o *Options) loadToken() error {
 	return err
 }
 
+// NamesKindName is the kind of the actor holding the chain names (kit.Names): each chain has
+// storage of its own, so names are bounded by --max-registries as registries are.
+const NamesKindName = "chain-names"
+
 // codes are the error codes of the chain's actors and routes, with their HTTP statuses.
 var codes = map[string]int{
 	"chain_disabled":  http.StatusForbidden,
+	"registry_full":   http.StatusServiceUnavailable, // a new chain name past --max-registries
 	"cid_mismatch":    http.StatusBadRequest,
 	"event_conflict":  http.StatusConflict,
+	"queue_full":      http.StatusTooManyRequests, // a new event past --chain-max-queued
 	"unknown_event":   http.StatusNotFound,
 	"unknown_entity":  http.StatusNotFound,
 	"unknown_version": http.StatusNotFound,
@@ -123,12 +152,13 @@ func Domain() domain.Domain {
 			if config.WeakToken(o.Token) {
 				slog.Warn("the chain token is weak: shorter than 32 bytes", "min_bytes", config.MinTokenBytes)
 			}
-			kc := Config{MaxInFlight: o.MaxInFlight, MaxUnconfirmed: o.MaxUnconfirmed, Confirmations: int64(o.Confirmations),
-				LogSigner: o.signer, CheckpointEvery: int64(o.CheckpointEvery), PollInterval: o.PollInterval, Metrics: NewMetrics(env.Registerer)}
+			kc := Config{MaxInFlight: o.MaxInFlight, MaxUnconfirmed: o.MaxUnconfirmed, MaxQueued: o.MaxQueued, Confirmations: int64(o.Confirmations),
+				LogSigner: o.signer, CheckpointEvery: int64(o.CheckpointEvery), PollInterval: o.PollInterval, MaxReward: o.MaxReward,
+				Metrics: NewMetrics(env.Registerer)}
 			if o.wallet != nil {
 				kc.Gateway, kc.Wallet = arweave.NewClient(o.Gateway, nil), o.wallet
 			}
-			return []actors.Kind{Kind(kc)}
+			return []actors.Kind{Kind(kc), kit.NamesKind(NamesKindName)}
 		},
 		Routes: routes,
 		Codes:  codes,

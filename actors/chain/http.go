@@ -7,19 +7,24 @@ import (
 	"strconv"
 
 	"github.com/shardkeeper/shardkeeper/actors"
+	"github.com/shardkeeper/shardkeeper/actors/kit"
 	"github.com/shardkeeper/shardkeeper/api"
 	"github.com/shardkeeper/shardkeeper/config"
+	"github.com/shardkeeper/shardkeeper/domain"
 	"github.com/shardkeeper/shardkeeper/ident"
 )
 
 type server struct {
 	caller api.Caller
 	cfg    config.Config
+	names  *kit.Enroller // chain names, bounded by --max-registries
 }
 
-func routes(caller api.Caller, cfg config.Config) []api.Route {
+func routes(env domain.Env, cfg config.Config) []api.Route {
+	caller := env.Caller
 	o := Settings.Get(cfg)
-	s := &server{caller: caller, cfg: cfg}
+	s := &server{caller: caller, cfg: cfg, names: &kit.Enroller{Caller: caller, Kind: NamesKindName, Namespace: "all",
+		What: "chains", Max: cfg.MaxRegistries, Timeout: cfg.RequestTimeout}}
 	write := func(h http.HandlerFunc) http.HandlerFunc {
 		if o.wallet == nil {
 			return func(w http.ResponseWriter, _ *http.Request) {
@@ -82,6 +87,11 @@ func (s *server) append(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if err := e.Normalize(); err != nil { // answered before reaching the actor
+		api.WriteError(w, err)
+		return
+	}
+	// Only writes enroll: a read of a chain never written stores nothing.
+	if err := s.names.Enroll(r.Context(), chain); err != nil {
 		api.WriteError(w, err)
 		return
 	}

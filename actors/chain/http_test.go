@@ -4,6 +4,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -20,6 +21,12 @@ const token = "chain-token-long-enough-for-the-test-0123"
 
 func startChainNode(t *testing.T, gateway bool) *apitest.Node {
 	t.Helper()
+	return startChainNodeWith(t, gateway, nil)
+}
+
+// startChainNodeWith is startChainNode with the core settings changed by mutate.
+func startChainNodeWith(t *testing.T, gateway bool, mutate func(*config.Config)) *apitest.Node {
+	t.Helper()
 	f := fakearweave.New(fakearweave.Config{BlockInterval: 20 * time.Millisecond})
 	srv := httptest.NewServer(f)
 	t.Cleanup(func() { srv.Close(); f.Close() })
@@ -28,6 +35,9 @@ func startChainNode(t *testing.T, gateway bool) *apitest.Node {
 		t.Fatal(err)
 	}
 	return apitest.Start(t, func(c *config.Config) {
+		if mutate != nil {
+			mutate(c)
+		}
 		chain.Settings.Update(c, func(o *chain.Options) {
 			o.Token = token
 			if gateway {
@@ -127,5 +137,73 @@ func TestChainDisabled(t *testing.T) {
 	r := n.Do(t, "POST", "/v1/chains/main/events", `{"entity_id":"e","ver":1,"op":"a","vis":"b","manifest":{}}`, "Authorization", "Bearer "+token)
 	if r.Status != 403 || r.ErrorCode() != "chain_disabled" {
 		t.Fatalf("%d %s", r.Status, r.Body)
+	}
+}
+
+// Chain names count against --max-registries: past it the first write to a new chain answers
+// 503 registry_full, and nothing of it is stored; the chains that exist go on taking writes,
+// and reads of a chain never written are answered as before.
+func TestChainNamesBounded(t *testing.T) {
+	n := startChainNodeWith(t, true, func(c *config.Config) { c.MaxRegistries = 2 })
+	auth := []string{"Authorization", "Bearer " + token}
+	ev := func(ver int) string {
+		return `{"entity_id":"e","ver":` + strconv.Itoa(ver) + `,"op":"create","vis":"public","manifest":{}}`
+	}
+	for _, tc := range []struct {
+		name, method, path, body string
+		status                   int
+		code                     string
+	}{
+		{"a read of a chain never written", "GET", "/v1/chains/never/head", "", 200, ""},
+		{"the first chain", "POST", "/v1/chains/c1/events", ev(1), 201, ""},
+		{"the second chain", "POST", "/v1/chains/c2/events", ev(1), 201, ""},
+		{"a malformed write to a new chain is judged first", "POST", "/v1/chains/c3/events", strings.Replace(ev(1), `"e"`, `"a b"`, 1), 400, "invalid_id"},
+		{"a third chain", "POST", "/v1/chains/c3/events", ev(1), 503, "registry_full"},
+		{"the third chain again", "POST", "/v1/chains/c3/events", ev(2), 503, "registry_full"},
+		{"the first chain, a new event", "POST", "/v1/chains/c1/events", ev(2), 201, ""},
+		{"the second chain, a repeat", "POST", "/v1/chains/c2/events", ev(1), 200, ""},
+		{"a read of the chain refused", "GET", "/v1/chains/c3/head", "", 200, ""},
+		{"a read of another chain never written", "GET", "/v1/chains/other/events/1", "", 404, "unknown_event"},
+	} {
+		var body any
+		var header []string
+		if tc.method == "POST" {
+			body, header = tc.body, auth
+		}
+		r := n.Do(t, tc.method, tc.path, body, header...)
+		if r.Status != tc.status || r.ErrorCode() != tc.code {
+			t.Errorf("%s: %d %s, want %d %q", tc.name, r.Status, r.Body, tc.status, tc.code)
+		}
+	}
+	var h chain.Head
+	n.Do(t, "GET", "/v1/chains/c3/head", nil).JSON(t, &h)
+	if h.Seq != 0 || h.Queued != 0 || h.UpdatedAt != 0 {
+		t.Fatalf("the chain refused holds %+v", h)
+	}
+	await.True(t, 30*time.Second, "the chains that exist anchor their events", func() bool {
+		var h1, h2 chain.Head
+		n.Do(t, "GET", "/v1/chains/c1/head", nil).JSON(t, &h1)
+		n.Do(t, "GET", "/v1/chains/c2/head", nil).JSON(t, &h2)
+		return h1.ConfirmedSeq == 2 && h2.ConfirmedSeq == 1
+	})
+}
+
+// --chain-max-reward: 0.01 AR by default; a value that is not a positive number of winston
+// stops the process naming the flag.
+func TestChainMaxRewardFlag(t *testing.T) {
+	load := func(args ...string) (chain.Options, error) {
+		c, err := config.Load(append([]string{"--node-id", "n1"}, args...), func(string) (string, bool) { return "", false }, nil, chain.Settings)
+		return chain.Settings.Get(c), err
+	}
+	if o, err := load(); err != nil || o.MaxReward != 10_000_000_000 {
+		t.Fatalf("default: %d %v", o.MaxReward, err)
+	}
+	if o, err := load("--chain-max-reward", "18446744073709551615"); err != nil || o.MaxReward != 1<<64-1 {
+		t.Fatalf("the largest: %d %v", o.MaxReward, err)
+	}
+	for _, v := range []string{"-1", "x", "1.5", "0", "18446744073709551616"} {
+		if _, err := load("--chain-max-reward", v); err == nil || !strings.Contains(err.Error(), "--chain-max-reward") {
+			t.Errorf("--chain-max-reward %s: %v, want an error naming the flag", v, err)
+		}
 	}
 }

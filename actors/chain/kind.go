@@ -66,6 +66,10 @@ type Config struct {
 	// MaxUnconfirmed bounds the events signed and not yet confirmed (default 10000): what
 	// stays stored with its transaction, and what an expired anchor may leave to sign again.
 	MaxUnconfirmed int
+	// MaxQueued bounds the events accepted and not yet signed (default DefaultMaxQueued):
+	// past it a new event is queue_full. Without it a chain whose gateway is down would store
+	// every event offered, manifests of up to 64 KiB each, until the gateway came back.
+	MaxQueued int
 	// AnchorReuse is how long an anchor and prices read from the gateway are used for signing
 	// (default 30s; sooner renewed when the polls see the chain grow by a fifth of
 	// AnchorDepth).
@@ -86,7 +90,19 @@ type Config struct {
 	// CheckpointEvery, with LogSigner, anchors a checkpoint in the chain each time this many
 	// more events are confirmed (0: never).
 	CheckpointEvery int64
+	// MaxReward is the highest reward, in winston, a transaction is signed for (default
+	// DefaultMaxReward): the wallet pays whatever the gateway quotes, so a wrong or hostile
+	// quote must not drain it.
+	MaxReward uint64
 }
+
+// DefaultMaxReward is the default --chain-max-reward: 0.01 AR, in winston.
+const DefaultMaxReward = 10_000_000_000
+
+// DefaultMaxQueued is the default --chain-max-queued: as many as --chain-max-unconfirmed, about
+// 80 s of signing at the pace the default --chain-max-in-flight allows (128 events/s), and at
+// most 10000 manifests of 64 KiB stored per chain while its gateway is down.
+const DefaultMaxQueued = 10000
 
 func (c Config) withDefaults() Config {
 	if c.MaxInFlight <= 0 {
@@ -94,6 +110,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.MaxUnconfirmed <= 0 {
 		c.MaxUnconfirmed = 10000
+	}
+	if c.MaxQueued <= 0 {
+		c.MaxQueued = DefaultMaxQueued
 	}
 	if c.AnchorReuse <= 0 {
 		c.AnchorReuse = 30 * time.Second
@@ -109,6 +128,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.AnchorDepth <= 0 {
 		c.AnchorDepth = 50
+	}
+	if c.MaxReward == 0 {
+		c.MaxReward = DefaultMaxReward
 	}
 	return c
 }
@@ -288,6 +310,15 @@ func (a *actor) enqueue(ctx *actors.Context, m meta, e *Event) meta {
 	return m
 }
 
+// queueFull is the outcome of a new event past MaxQueued. The queue shrinks as events are
+// signed, which the chain does at its next prepare: RetryAfter is when that is, after a failed
+// one, and otherwise PollInterval, the pace at which confirmations make room for signing.
+func (a *actor) queueFull(ctx *actors.Context, m meta) *actors.Error {
+	e := actors.Errorf("queue_full", "chain %s holds %d events accepted and not yet signed, the most allowed", ctx.ID(), m.Queued)
+	e.RetryAfter = max(a.cfg.PollInterval, a.retryAt.Sub(ctx.Now()))
+	return e
+}
+
 func orNotFound(err error, code, format string, args ...any) error {
 	if err != nil {
 		return err
@@ -325,6 +356,9 @@ func (a *actor) append(ctx *actors.Context, e *Event) ([]byte, error) {
 	m, _, err := load[meta](ctx, metaKey)
 	if err != nil {
 		return nil, err
+	}
+	if m.Queued >= a.cfg.MaxQueued { // after the repeat check: a repeat is answered even when full
+		return nil, a.queueFull(ctx, m)
 	}
 	m = a.enqueue(ctx, m, e)
 	store(ctx, metaKey, m)

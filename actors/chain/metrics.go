@@ -18,6 +18,7 @@ type Metrics struct {
 	events                        *prometheus.CounterVec // {event}
 	posts                         *prometheus.CounterVec // {result}
 	reposts                       prometheus.Counter
+	quotesRefused                 prometheus.Counter
 	toPosted, toConfirmed         prometheus.Histogram
 }
 
@@ -47,6 +48,8 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "shardkeeper_chain_posts_total", Help: "POST /tx by result: accepted (200 or 208), rejected (the node refused it), unknown (no answer, 429, 5xx)."}, []string{"result"})),
 		reposts: domain.Register(reg, prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "shardkeeper_chain_reposts_total", Help: "Signed transactions posted again with their same bytes (unknown to the node when polled)."})),
+		quotesRefused: domain.Register(reg, prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "shardkeeper_chain_quotes_refused_total", Help: "Prepares refused because the quoted reward was above --chain-max-reward (fee_too_high): nothing signed; each counts as a failed prepare."})),
 		toPosted: domain.Register(reg, prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name: "shardkeeper_chain_posted_seconds", Help: "Time from an event's acceptance to the node taking its transaction.",
 			Buckets: prometheus.ExponentialBuckets(0.05, 2, 14)})),
@@ -84,6 +87,12 @@ func (m *Metrics) posted(err error, accepted int64, first bool, now time.Time) {
 func (m *Metrics) reposted() {
 	if m != nil {
 		m.reposts.Inc()
+	}
+}
+
+func (m *Metrics) quoteRefused() {
+	if m != nil {
+		m.quotesRefused.Inc()
 	}
 }
 

@@ -106,6 +106,8 @@ type prepareJob struct {
 	Resign []resignItem
 	Quote  quote // fresh, or zero: read it
 	Wallet *arweave.Wallet
+	// MaxReward is the reward cap (Config.MaxReward), checked as each transaction is signed.
+	MaxReward uint64
 }
 
 type queuedItem struct {
@@ -141,7 +143,8 @@ func (a *actor) pump(ctx *actors.Context, m meta) error {
 	if a.cfg.Gateway == nil || a.preparing || ctx.Now().Before(a.retryAt) {
 		return nil // no gateway: writes are refused at the route, nothing is queued
 	}
-	job := prepareJob{Chain: ctx.ID(), Head: Link{Seq: m.Seq, TxID: m.TxID, CID: m.CID}, Wallet: a.cfg.Wallet, From: m.ResignFrom, Gen: a.quoteGen}
+	job := prepareJob{Chain: ctx.ID(), Head: Link{Seq: m.Seq, TxID: m.TxID, CID: m.CID}, Wallet: a.cfg.Wallet, From: m.ResignFrom, Gen: a.quoteGen,
+		MaxReward: a.cfg.MaxReward}
 	room := a.cfg.MaxInFlight - len(a.inflight)
 	if m.ResignFrom > 0 {
 		if !a.resignReady || room <= 0 {
@@ -230,7 +233,7 @@ func (j prepareJob) run(ctx context.Context, gw Gateway) (prepared, error) {
 		}
 		tx := arweave.NewTx(data, tags)
 		tx.LastTx, tx.Reward = p.Anchor, reward
-		if err := tx.Sign(j.Wallet); err != nil {
+		if err := signCapped(tx, j.Wallet, j.MaxReward); err != nil {
 			return nil, nil, err
 		}
 		signed, _ := json.Marshal(tx)
@@ -269,6 +272,9 @@ func (j prepareJob) run(ctx context.Context, gw Gateway) (prepared, error) {
 func (a *actor) prepareDone(ctx *actors.Context, m meta, r actors.EffectResult) error {
 	a.preparing = false
 	if r.Err != nil {
+		if isFeeTooHigh(r.Err) {
+			a.cfg.Metrics.quoteRefused()
+		}
 		a.dropQuote()
 		return a.prepareFailed(ctx, m, r.Err)
 	}

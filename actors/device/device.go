@@ -52,14 +52,23 @@
 //
 // # Methods
 //
-// MethodRegister (body Registration, reply Registered), MethodChallenge (ChallengeRequest,
+// MethodRegister (body RegisterRequest, reply Registered), MethodChallenge (ChallengeRequest,
 // Challenge), MethodVerify (Verification, Verified), MethodGet (DeviceRef, Device),
 // MethodDelete (DeviceRef, empty reply). Domain outcomes are *actors.Error with the codes
-// invalid_request, invalid_id, registry_full, unknown_device, too_many_pending, unknown_nonce,
-// nonce_used, nonce_expired and invalid_signature (see the API contract).
+// invalid_request, invalid_id, registry_full, device_exists, unknown_device, too_many_pending,
+// unknown_nonce, nonce_used, nonce_expired and invalid_signature (see the API contract).
+//
+// # Key rotation
+//
+// Re-registering a live device with its public key is open. With another key it needs a
+// proof of the current key — a nonce issued to the device, signed with that key — or the
+// admin token (RegisterRequest.Admin, set by the HTTP edge); with neither it is
+// device_exists. The proof is checked as a verify is, and like a verify it consumes the nonce
+// whatever its outcome: a refused rotation commits the consumption with its outcome.
 package device
 
 import (
+	"bytes"
 	"crypto/ed25519"
 	"crypto/rand"
 	"encoding/base64"
@@ -104,14 +113,27 @@ const gcBatch = 1000
 // nonceBytes is the entropy of a challenge nonce; it is sent base64url without padding.
 const nonceBytes = 32
 
-// Registration is the body of MethodRegister and of the register endpoints. PublicKey is a
-// base64 Ed25519 public key (standard or URL alphabet, padded or not) of 32 bytes.
+// Registration is the body of the register endpoints. PublicKey is a base64 Ed25519 public
+// key (standard or URL alphabet, padded or not) of 32 bytes. Nonce and Signature, given
+// together or not at all, prove the current key of a live device whose key this registration
+// changes: a nonce issued to the device and the current key's signature over it, as in
+// Verification. They are checked only when the key changes without the admin token.
 type Registration struct {
 	DeviceID  string `json:"device_id"`
 	Version   string `json:"version"`
 	Platform  string `json:"platform"`
 	BuildHash string `json:"build_hash"`
 	PublicKey string `json:"public_key"`
+	Nonce     string `json:"nonce,omitempty"`
+	Signature string `json:"signature,omitempty"`
+}
+
+// RegisterRequest is the body of MethodRegister: a registration, and whether the request
+// carried the admin token, which replaces the proof of the current key. Only the HTTP edge
+// sets Admin; a client's body cannot (it is a Registration).
+type RegisterRequest struct {
+	Registration
+	Admin bool `json:"admin,omitempty"`
 }
 
 // Registered is the reply of MethodRegister. Created is true for a new device (including one
@@ -174,7 +196,9 @@ type Device struct {
 const MaxFieldBytes = 256
 
 // Validate checks r. Errors: invalid_request (a field missing or empty, or over
-// MaxFieldBytes; public_key not base64 of exactly 32 bytes), invalid_id (device_id malformed).
+// MaxFieldBytes; public_key not base64 of exactly 32 bytes; nonce without signature or
+// signature without nonce), invalid_id (device_id malformed). A nonce that cannot be one is
+// refused (unknown_nonce) only when the proof is checked.
 func (r Registration) Validate() *actors.Error {
 	if err := checkDeviceID(r.DeviceID); err != nil {
 		return err
@@ -190,6 +214,12 @@ func (r Registration) Validate() *actors.Error {
 	}
 	if k := decodeBase64(r.PublicKey); len(k) != ed25519.PublicKeySize {
 		return actors.Errorf("invalid_request", "public_key must be the base64 encoding of a %d-byte Ed25519 key", ed25519.PublicKeySize)
+	}
+	switch {
+	case r.Nonce != "" && r.Signature == "":
+		return actors.Errorf("invalid_request", "nonce without signature: a proof of the current key needs both")
+	case r.Signature != "" && r.Nonce == "":
+		return actors.Errorf("invalid_request", "signature without nonce: a proof of the current key needs both")
 	}
 	return nil
 }
@@ -286,7 +316,7 @@ type nonceRecord struct {
 	RequestID string
 }
 
-// outcome is what the consuming verify answered.
+// outcome is what the consuming attempt answered: a verify, or the proof of a key rotation.
 type outcome byte
 
 const (
@@ -385,7 +415,10 @@ func (r *registry) live(lastSeen, now int64) bool { return now < lastSeen+r.devi
 // replacing everything else), or refuses a new one with registry_full when MaxDevices devices
 // are stored. An expired device not yet collected counts as absent: it is collected and the
 // device registers anew; when the registry is full, expired devices are collected first.
-func (r *registry) register(ctx *actors.Context, reg Registration) ([]byte, error) {
+// A re-registration that changes the key needs the admin token or a proof of the current key
+// (see prove).
+func (r *registry) register(ctx *actors.Context, req RegisterRequest) ([]byte, error) {
+	reg := req.Registration
 	if err := reg.Validate(); err != nil {
 		return nil, err
 	}
@@ -398,6 +431,11 @@ func (r *registry) register(ctx *actors.Context, reg Registration) ([]byte, erro
 	rec := record{PublicKey: decodeBase64(reg.PublicKey), Version: reg.Version, Platform: reg.Platform,
 		BuildHash: reg.BuildHash, RegisteredAt: now, LastSeen: now}
 	if found && r.live(old.LastSeen, now) {
+		if !bytes.Equal(rec.PublicKey, old.PublicKey) && !req.Admin {
+			if err := r.prove(ctx, id, &old, reg.Nonce, reg.Signature, now); err != nil {
+				return nil, err
+			}
+		}
 		rec.RegisteredAt, rec.Pending = old.RegisteredAt, old.Pending
 		if err := r.touch(ctx, id, rec, old.LastSeen); err != nil {
 			return nil, err
@@ -440,6 +478,34 @@ func (r *registry) register(ctx *actors.Context, reg Registration) ([]byte, erro
 		return nil, err
 	}
 	return json.Marshal(Registered{DeviceID: id, RegisteredAt: now, LastSeen: now, Created: true})
+}
+
+// prove checks the proof of the current key of the live device id (stored as dev) that a
+// key rotation gives: nonce, issued to the device, and sig, the current key's signature over
+// it. Without a proof the outcome is device_exists. Otherwise it is an attempt as a verify's:
+// unknown_nonce, nonce_used, or else the nonce is consumed (dev.Pending counts it) and the
+// outcome is nonce_expired, invalid_signature or nil. A failed attempt writes dev here, since
+// the refusal commits the consumption; on success the caller writes the device.
+func (r *registry) prove(ctx *actors.Context, id string, dev *record, nonce, sig string, now int64) error {
+	if nonce == "" {
+		return actors.Errorf("device_exists", "device %q is registered with another public_key: "+
+			"prove the current key with a nonce and its signature, or have an admin delete the device", id)
+	}
+	nr, err := r.issuedNonce(ctx, id, nonce)
+	if err != nil {
+		return err
+	}
+	if nr.Used {
+		return actors.Errorf("nonce_used", "nonce already used: its first attempt consumed it, whatever its outcome")
+	}
+	if nr = r.consume(ctx, id, dev, nonce, nr, sig, "", now); nr.Outcome == outcomeVerified {
+		return nil
+	}
+	if err := r.put(ctx, id, *dev); err != nil {
+		return err
+	}
+	_, err = nr.replay()
+	return err
 }
 
 // full is the registry_full outcome; RetryAfter is when the oldest device expires.
@@ -544,12 +610,9 @@ func (r *registry) verify(ctx *actors.Context, v Verification) ([]byte, error) {
 		return nil, err
 	}
 	now := ctx.Now().UnixMilli()
-	nr, found, err := r.nonce(ctx, v.Nonce)
+	nr, err := r.issuedNonce(ctx, v.DeviceID, v.Nonce)
 	if err != nil {
 		return nil, err
-	}
-	if !found || nr.DeviceID != v.DeviceID {
-		return nil, actors.Errorf("unknown_nonce", "nonce was not issued to device %q", v.DeviceID)
 	}
 	if nr.Used {
 		if v.RequestID != "" && v.RequestID == nr.RequestID {
@@ -562,23 +625,10 @@ func (r *registry) verify(ctx *actors.Context, v Verification) ([]byte, error) {
 		return nil, err
 	}
 	if !ok { // the nonce went with its expired device
-		return nil, actors.Errorf("unknown_nonce", "nonce was not issued to device %q", v.DeviceID)
+		return nil, unknownNonce(v.DeviceID)
 	}
 
-	nr.Used, nr.UsedAt, nr.RequestID, nr.Outcome = true, now, v.RequestID, outcomeVerified
-	sig := decodeBase64(v.Signature)
-	switch {
-	case now >= nr.ExpiresAt:
-		nr.Outcome = outcomeExpired
-	case sig == nil:
-		nr.Outcome = outcomeBadEncoding
-	case len(sig) != ed25519.SignatureSize || !ed25519.Verify(dev.PublicKey, []byte(v.Nonce), sig):
-		nr.Outcome = outcomeBadSignature
-	}
-	ctx.Put(nonceKey(v.Nonce), nr.encode())
-	expIndex.Put(ctx, nr.ExpiresAt, v.Nonce, nr.encode())
-	pendIndex(v.DeviceID).Delete(ctx, nr.ExpiresAt, v.Nonce)
-	dev.Pending--
+	nr = r.consume(ctx, v.DeviceID, &dev, v.Nonce, nr, v.Signature, v.RequestID, now)
 	if nr.Outcome != outcomeVerified {
 		if err := r.put(ctx, v.DeviceID, dev); err != nil {
 			return nil, err
@@ -591,6 +641,48 @@ func (r *registry) verify(ctx *actors.Context, v Verification) ([]byte, error) {
 		return nil, err
 	}
 	return json.Marshal(Verified{Verified: true, DeviceID: v.DeviceID, VerifiedAt: now})
+}
+
+func unknownNonce(id string) *actors.Error {
+	return actors.Errorf("unknown_nonce", "nonce was not issued to device %q", id)
+}
+
+// issuedNonce reads the record of a nonce issued to device id, used or not: unknown_nonce
+// when there is none (never issued, issued to another device, removed, or not a nonce at all).
+func (r *registry) issuedNonce(ctx *actors.Context, id, nonce string) (nonceRecord, error) {
+	if !ident.Long(nonce) {
+		return nonceRecord{}, unknownNonce(id)
+	}
+	nr, found, err := r.nonce(ctx, nonce)
+	if err != nil {
+		return nr, err
+	}
+	if !found || nr.DeviceID != id {
+		return nr, unknownNonce(id)
+	}
+	return nr, nil
+}
+
+// consume is the first attempt at the unused nonce nr of the live device id (stored as dev),
+// signed with sig, by requestID ("" for none): it marks the nonce used with the attempt's
+// outcome — expired, signature not base64, bad signature, or verified — and removes it from
+// the device's pending nonces, decrementing dev.Pending, which the caller writes.
+func (r *registry) consume(ctx *actors.Context, id string, dev *record, nonce string, nr nonceRecord, sig, requestID string, now int64) nonceRecord {
+	nr.Used, nr.UsedAt, nr.RequestID, nr.Outcome = true, now, requestID, outcomeVerified
+	raw := decodeBase64(sig)
+	switch {
+	case now >= nr.ExpiresAt:
+		nr.Outcome = outcomeExpired
+	case raw == nil:
+		nr.Outcome = outcomeBadEncoding
+	case len(raw) != ed25519.SignatureSize || !ed25519.Verify(dev.PublicKey, []byte(nonce), raw):
+		nr.Outcome = outcomeBadSignature
+	}
+	ctx.Put(nonceKey(nonce), nr.encode())
+	expIndex.Put(ctx, nr.ExpiresAt, nonce, nr.encode())
+	pendIndex(id).Delete(ctx, nr.ExpiresAt, nonce)
+	dev.Pending--
+	return nr
 }
 
 // get answers a live device with its count of unexpired unused nonces.

@@ -261,6 +261,39 @@ func (m *model) pending(d *modelDevice, id string, now int64) []*modelNonce {
 	return out
 }
 
+// prove is what a register of the live device id (the model's d) with another key and no
+// admin token must answer, with the proof nonce, sig: the code, or "" for success, and an
+// alternative code also right ("" for none) when the gc alarm may have removed the nonce. It
+// records the consumption in the model.
+func (m *model) prove(id string, d *modelDevice, nonce, sig string, keys []keyPair, now int64) (string, string) {
+	if nonce == "" {
+		return "device_exists", ""
+	}
+	n := m.nonces[nonce]
+	if n == nil || n.device != id {
+		return "unknown_nonce", ""
+	}
+	alt := ""
+	if now >= n.exp+m.cfg.NonceTTL.Milliseconds() { // retired: the gc alarm may have removed it
+		alt = "unknown_nonce"
+	}
+	if n.used {
+		return "nonce_used", alt
+	}
+	if n.inst != d.inst { // an unused nonce went with its device's earlier registration
+		delete(m.nonces, nonce)
+		return "unknown_nonce", ""
+	}
+	n.used = true
+	switch {
+	case now >= n.exp:
+		return "nonce_expired", alt
+	case keys[d.key].sign(nonce) != sig:
+		return "invalid_signature", alt
+	}
+	return "", alt
+}
+
 // raceEnabled reports whether the test binary was built with the race detector.
 func raceEnabled() bool {
 	bi, ok := debug.ReadBuildInfo()
@@ -339,9 +372,49 @@ func TestRegistryAgainstModel(t *testing.T) {
 			op = "register"
 			k := rng.IntN(len(keys))
 			version := fmt.Sprintf("v%d", step)
+			req := device.RegisterRequest{Registration: device.Registration{DeviceID: id, Version: version,
+				Platform: "linux", BuildHash: "h", PublicKey: keys[k].pub}}
+			// With the admin token, with a proof of the current key, or neither.
+			switch r := rng.IntN(8); {
+			case r < 2:
+				req.Admin = true
+				op += "+admin"
+			case r < 6:
+				op += "+proof"
+				if d := m.devices[id]; d != nil && rng.IntN(4) != 0 {
+					k = 1 - d.key // mostly a rotation, which checks the proof
+					req.PublicKey = keys[k].pub
+				}
+				// Mostly an unused nonce of this device, else one it used, any nonce issued,
+				// or one never issued.
+				var unused, used, any []string
+				for _, n := range m.issued() {
+					switch mn := m.nonces[n]; {
+					case mn.device == id && !mn.used:
+						unused = append(unused, n)
+					case mn.device == id:
+						used = append(used, n)
+					}
+					any = append(any, n)
+				}
+				switch r := rng.IntN(10); {
+				case r < 5 && len(unused) > 0:
+					req.Nonce = unused[rng.IntN(len(unused))]
+				case r < 8 && len(used) > 0:
+					req.Nonce = used[rng.IntN(len(used))]
+				case r < 9 && len(any) > 0:
+					req.Nonce = any[rng.IntN(len(any))]
+				default:
+					req.Nonce = base64.RawURLEncoding.EncodeToString(make([]byte, 32))
+				}
+				signer := keys[rng.IntN(len(keys))]
+				if d := m.devices[id]; d != nil {
+					signer = keys[(d.key+rng.IntN(3)/2)%len(keys)] // the current key two times in three
+				}
+				req.Signature = signer.sign(req.Nonce)
+			}
 			var out device.Registered
-			e := call(t, h, reg, device.MethodRegister, device.Registration{DeviceID: id, Version: version,
-				Platform: "linux", BuildHash: "h", PublicKey: keys[k].pub}, &out)
+			e := call(t, h, reg, device.MethodRegister, req, &out)
 			liveCount, oldest := 0, int64(-1)
 			for other := range m.devices {
 				if d := m.live(other, now); d != nil {
@@ -352,6 +425,19 @@ func TestRegistryAgainstModel(t *testing.T) {
 				}
 			}
 			switch d := m.live(id, now); {
+			case d != nil && k != d.key && !req.Admin:
+				op = "rotate"
+				if req.Nonce != "" {
+					op += "+proof"
+				}
+				want, alt := m.prove(id, d, req.Nonce, req.Signature, keys, now)
+				if got := code(e); got != want && (alt == "" || got != alt) {
+					fail("rotate the key of %s (nonce %q): %+v %v; want %q", id, req.Nonce, out, e, want)
+				}
+				if e != nil {
+					break
+				}
+				fallthrough
 			case d != nil:
 				if e != nil || out.Created || out.RegisteredAt != d.registered || out.LastSeen != now {
 					fail("re-register %s: %+v %v; want registered_at %d", id, out, e, d.registered)
@@ -542,7 +628,9 @@ func TestRegistryAgainstModel(t *testing.T) {
 		}
 	}
 	t.Logf("outcomes: %v", outcomes)
-	for _, op := range []string{"register/", "register/registry_full", "challenge", "challenge/too_many_pending",
+	for _, op := range []string{"register/", "register/registry_full", "register+admin/", "register+proof/",
+		"rotate/device_exists", "rotate+proof/", "rotate+proof/invalid_signature", "rotate+proof/unknown_nonce",
+		"challenge", "challenge/too_many_pending",
 		"challenge/unknown_device", "verify/", "verify/nonce_used", "verify/nonce_expired", "verify/invalid_signature",
 		"verify/unknown_nonce", "get", "get/unknown_device", "delete/", "delete/unknown_device"} {
 		if outcomes[op] == 0 {
@@ -661,6 +749,10 @@ func TestValidate(t *testing.T) {
 		{"no public_key", with(func(r *device.Registration) { r.PublicKey = "" }).Validate(), "invalid_request"},
 		{"short key", with(func(r *device.Registration) { r.PublicKey = base64.StdEncoding.EncodeToString(make([]byte, 31)) }).Validate(), "invalid_request"},
 		{"key not base64", with(func(r *device.Registration) { r.PublicKey = "***" }).Validate(), "invalid_request"},
+		{"proof", with(func(r *device.Registration) { r.Nonce, r.Signature = "n", "s" }).Validate(), ""},
+		{"proof of a malformed nonce", with(func(r *device.Registration) { r.Nonce, r.Signature = "n.n", "s" }).Validate(), ""},
+		{"nonce without signature", with(func(r *device.Registration) { r.Nonce = "n" }).Validate(), "invalid_request"},
+		{"signature without nonce", with(func(r *device.Registration) { r.Signature = "s" }).Validate(), "invalid_request"},
 		{"challenge", device.ChallengeRequest{DeviceID: "d"}.Validate(), ""},
 		{"challenge no id", device.ChallengeRequest{}.Validate(), "invalid_request"},
 		{"ref bad id", device.DeviceRef{DeviceID: "d d"}.Validate(), "invalid_id"},

@@ -33,6 +33,7 @@ var codes = map[string]int{
 	"unknown_device":    http.StatusNotFound,
 	"unknown_nonce":     http.StatusNotFound,
 	"nonce_used":        http.StatusConflict,
+	"device_exists":     http.StatusConflict,
 	"nonce_expired":     http.StatusGone,
 	"too_many_pending":  http.StatusTooManyRequests,
 	"registry_full":     http.StatusServiceUnavailable,

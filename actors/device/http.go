@@ -7,6 +7,7 @@ import (
 	"github.com/shardkeeper/shardkeeper/actors/kit"
 	"github.com/shardkeeper/shardkeeper/api"
 	"github.com/shardkeeper/shardkeeper/config"
+	"github.com/shardkeeper/shardkeeper/domain"
 	"github.com/shardkeeper/shardkeeper/ident"
 )
 
@@ -19,13 +20,15 @@ const defaultRegistry = "default"
 type server struct {
 	caller api.Caller
 	cfg    config.Config
-	names  *kit.Enroller // registry names, bounded by --max-registries
+	names  *kit.Enroller            // registry names, bounded by --max-registries
+	admin  func(*http.Request) bool // whether a request carries the admin token
 }
 
 // routes are the registry's endpoints, the compatibility paths included.
-func routes(caller api.Caller, cfg config.Config) []api.Route {
+func routes(env domain.Env, cfg config.Config) []api.Route {
+	caller := env.Caller
 	s := &server{caller: caller, cfg: cfg, names: &kit.Enroller{Caller: caller, Kind: NamesKindName, Namespace: "all",
-		What: "device registries", Max: cfg.MaxRegistries, Timeout: cfg.RequestTimeout}}
+		What: "device registries", Max: cfg.MaxRegistries, Timeout: cfg.RequestTimeout}, admin: api.BearerCheck(cfg.AdminToken)}
 	named := func(h func(http.ResponseWriter, *http.Request, string)) http.HandlerFunc {
 		return func(w http.ResponseWriter, r *http.Request) { h(w, r, r.PathValue("registry")) }
 	}
@@ -44,7 +47,8 @@ func routes(caller api.Caller, cfg config.Config) []api.Route {
 	}
 }
 
-// registered is the reply of a registration: 201 when new, 200 for a re-registration.
+// registered is the reply of a registration: 201 when new, 200 for a re-registration (a key
+// rotation included).
 type registered struct {
 	DeviceID     string `json:"device_id"`
 	RegisteredAt int64  `json:"registered_at"`
@@ -64,8 +68,11 @@ func (s *server) register(w http.ResponseWriter, r *http.Request, registry strin
 		api.WriteError(w, err)
 		return
 	}
+	// The admin token replaces the proof of a key rotation. Any other Authorization is not
+	// this endpoint's business: without the token, a rotation needs its proof.
+	req := RegisterRequest{Registration: body, Admin: s.admin(r)}
 	var out Registered
-	if err := s.call(r, registry, MethodRegister, body, &out); err != nil {
+	if err := s.call(r, registry, MethodRegister, req, &out); err != nil {
 		api.WriteError(w, err)
 		return
 	}

@@ -313,7 +313,7 @@ func TestDeviceAPI(t *testing.T) {
 		{name: "fill 3", method: "POST", path: "/v1/attest/full/register", body: fixed(deviceRegistration("f3", keyA)), status: 201},
 		{name: "registry full", method: "POST", path: "/v1/attest/full/register", body: fixed(deviceRegistration("f4", keyA)), status: 503, code: "registry_full",
 			check: retryAfter(int(device.Settings.Get(config.Default()).DeviceTTL.Seconds()))},
-		{name: "re-register in full registry", method: "POST", path: "/v1/attest/full/register", body: fixed(deviceRegistration("f1", keyB)), status: 200},
+		{name: "re-register in full registry", method: "POST", path: "/v1/attest/full/register", body: fixed(deviceWith(deviceRegistration("f1", keyA), "version", "2.0")), status: 200},
 		{name: "delete frees a slot", method: "DELETE", path: "/v1/attest/full/devices/f2", header: auth, status: 204},
 		{name: "register into freed slot", method: "POST", path: "/v1/attest/full/register", body: fixed(deviceRegistration("f4", keyA)), status: 201},
 		{name: "full again", method: "POST", path: "/v1/attest/full/register", body: fixed(deviceRegistration("f5", keyA)), status: 503, code: "registry_full"},

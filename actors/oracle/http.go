@@ -1,10 +1,15 @@
 package oracle
 
 import (
+	"errors"
 	"net/http"
+	"slices"
+	"sync/atomic"
 
+	"github.com/shardkeeper/shardkeeper/actors"
 	"github.com/shardkeeper/shardkeeper/api"
 	"github.com/shardkeeper/shardkeeper/config"
+	"github.com/shardkeeper/shardkeeper/domain"
 	"github.com/shardkeeper/shardkeeper/ident"
 )
 
@@ -16,8 +21,8 @@ type server struct {
 	cfg    config.Config
 }
 
-func routes(caller api.Caller, cfg config.Config) []api.Route {
-	s := &server{caller: caller, cfg: cfg}
+func routes(env domain.Env, cfg config.Config) []api.Route {
+	s := &server{caller: env.Caller, cfg: cfg}
 	return []api.Route{
 		{Pattern: "POST /v1/nonces", Handler: s.issue},
 		{Pattern: "POST /v1/nonces/{nonce}/consume", Handler: s.consume},
@@ -31,22 +36,54 @@ type consumeBody struct {
 	RequestID string `json:"request_id"`
 }
 
+// issueBody is the body of POST /v1/nonces: the client names its organisation, nothing else
+// (not IssueRequest, which the shard's protocol may extend).
+type issueBody struct {
+	OrgID string `json:"org_id"`
+}
+
+// issueTries bounds the shards one issue tries when each refuses the organisation for its
+// share of --oracle-max-outstanding (too_many_outstanding): an organisation whose nonces sit
+// unevenly still finds room elsewhere, and one truly at its bound is refused after this many
+// calls that write nothing.
+const issueTries = 4
+
 func (s *server) issue(w http.ResponseWriter, r *http.Request) {
-	var body IssueRequest // {org_id}
-	if err := api.DecodeJSON(r, &body); err != nil {
+	var in issueBody
+	if err := api.DecodeJSON(r, &in); err != nil {
 		api.WriteAPIError(w, err)
 		return
 	}
-	if err := ValidateOrg(body.OrgID); err != nil {
+	if err := ValidateOrg(in.OrgID); err != nil {
 		api.WriteError(w, err)
 		return
 	}
-	out, err := api.CallRaw(r.Context(), s.caller, s.cfg.RequestTimeout, KindName, s.issueShard(), MethodIssue, body)
-	if err != nil {
-		api.WriteError(w, err)
-		return
+	body := IssueRequest(in)
+	// A refusal for the organisation's share writes nothing: another shard may have room.
+	var tried [issueTries]string
+	var err error
+	for i := range issueTries {
+		shard := s.issueShard(tried[:i])
+		if shard == "" {
+			break // pinned by a test to fewer shards, all tried
+		}
+		tried[i] = shard
+		var out []byte
+		if out, err = api.CallRaw(r.Context(), s.caller, s.cfg.RequestTimeout, KindName, shard, MethodIssue, body); err == nil {
+			api.WriteRawJSON(w, http.StatusCreated, out) // Issued
+			return
+		}
+		if !tooManyOutstanding(err) {
+			break
+		}
 	}
-	api.WriteRawJSON(w, http.StatusCreated, out) // Issued
+	api.WriteError(w, err)
+}
+
+// tooManyOutstanding reports whether err is a shard's refusal for the organisation's share.
+func tooManyOutstanding(err error) bool {
+	var e *actors.Error
+	return errors.As(err, &e) && e.Code == "too_many_outstanding"
 }
 
 func (s *server) consume(w http.ResponseWriter, r *http.Request) {
@@ -102,13 +139,39 @@ const localShardTries = 64
 // issueShard picks the shard of a new nonce: at random, preferring a shard whose partition is
 // led by this node so that the issue needs no forwarding (any shard will do: the nonce names
 // it). Behind a load balancer the nonces still spread over every partition.
-func (s *server) issueShard() string {
-	lc, ok := s.caller.(api.LocalCaller)
+//
+// After refusals (tried holds the shards that refused) it picks any shard not tried, local or
+// not: an organisation whose requests all reach one node fills that node's shards first, and
+// only the others have room then. Those tries cost a forward, but only near the bound.
+func (s *server) issueShard(tried []string) string {
+	if p := pinnedShards.Load(); p != nil {
+		return pinnedShard(*p, tried)
+	}
 	shard := RandomShard()
+	if len(tried) > 0 {
+		for slices.Contains(tried, shard) {
+			shard = RandomShard()
+		}
+		return shard
+	}
+	lc, ok := s.caller.(api.LocalCaller)
 	for i := 1; ok && i < localShardTries && !lc.Local(KindName, shard); i++ {
 		shard = RandomShard()
 	}
 	return shard
+}
+
+// pinnedShards, when set (by tests only), holds the only shards issues go to.
+var pinnedShards atomic.Pointer[[]string]
+
+// pinnedShard is the first of shards not tried ("" when all were).
+func pinnedShard(shards, tried []string) string {
+	for _, shard := range shards {
+		if !slices.Contains(tried, shard) {
+			return shard
+		}
+	}
+	return ""
 }
 
 // nonceShard returns the shard of a nonce, or false when the string cannot be a nonce the

@@ -27,29 +27,60 @@
 // User keys of one shard actor:
 //
 //	n/<nonce>                          record (JSON): org_id, issued_at, expires_at, remove_at,
-//	                                   used_at and request_id once consumed
-//	t/<remove_at u64 BE><nonce>        empty; the removal index, earliest first (a
-//	                                   kit.TimeIndex)
+//	                                   used_at and request_id once consumed, counted (the
+//	                                   epoch that counted it toward the bound, if any)
+//	t/<remove_at u64 BE><nonce>        the removal index, earliest first (a kit.TimeIndex);
+//	                                   value: the org_id when the nonce is counted, else empty
+//	o/<org_id>                         the organisation's mark: at least its counted, unused
+//	                                   nonces here (a kit.Counter, absent at zero;
+//	                                   outstanding.go)
 //
 // Invariants, after every committed message:
 //   - every n/ record has exactly one t/ entry, carrying its remove_at, and vice versa
 //     (remove_at is fixed at issue, so the entry never moves);
 //   - while any t/ entry exists the "gc" alarm is pending, due no later than the smallest
 //     remove_at (or retried later by the runtime after a failed firing);
+//   - the organisation's n/ records that are counted and unused number at most o/<org_id>;
 //   - a shard whose nonces have all been collected holds no keys and no alarm.
 //
 // # Methods
 //
 // MethodIssue (body IssueRequest, reply Issued), MethodConsume (body ConsumeRequest, reply
 // Consumed), MethodGet (body GetRequest, reply Info). Domain outcomes are *actors.Error with
-// the codes invalid_request, invalid_id, unknown_nonce, org_mismatch, nonce_used and
-// nonce_expired.
+// the codes invalid_request, invalid_id, unknown_nonce, org_mismatch, nonce_used,
+// nonce_expired and too_many_outstanding.
+//
+// # Outstanding nonces
+//
+// Config.MaxOutstanding (--oracle-max-outstanding) bounds the nonces of one organisation that
+// are issued and unused, with no call beyond the issue's and the consume's own: each shard
+// counts, per organisation, the nonces it holds, and admits an organisation up to
+// PerShard(MaxOutstanding) = MaxOutstanding / Shards (at least 1). Over the cluster an
+// organisation so holds at most max(MaxOutstanding, Shards). A shard at the bound answers
+// too_many_outstanding and writes nothing; the HTTP issue then tries other shards (issueTries
+// in all) before it answers 429. The price of no extra call is that the bound is per shard: an
+// organisation whose nonces sit unevenly — a few shards full while others have room — can be
+// refused somewhat before it holds MaxOutstanding in all (with 4 random tries, when most of
+// its shards are full).
+//
+// A nonce counts from its issue until its first successful consume, or, unused, until the gc
+// alarm deletes it at remove_at: an expired unused nonce keeps counting for the retention
+// after its expiry, which errs toward counting. A repeated or refused consume changes nothing.
+// Whether a nonce counts is stored with it (record.Counted, the t/ value): nonces issued with
+// the bound at 0, or before counting existed (an upgrade), never count (for at most one TTL
+// after the bound is set, an organisation may hold that many more).
+//
+// The count is exact in memory and only bounded from above in storage (outstanding.go), so
+// that issues and consumes write nothing for it in the steady state; after a new activation
+// (a leader change, a restart) a shard counts the nonces issued before from that bound, which
+// errs toward counting until they are collected.
 package oracle
 
 import (
 	"crypto/rand"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	mrand "math/rand/v2"
 	"time"
@@ -72,6 +103,10 @@ const (
 // their defaults.
 type Config struct {
 	TTL time.Duration // --oracle-nonce-ttl: lifetime of a nonce (DefaultTTL when zero)
+	// MaxOutstanding (--oracle-max-outstanding) bounds the unused nonces of one organisation
+	// (see the package documentation, Outstanding nonces); 0: no bound, and new nonces are not
+	// counted.
+	MaxOutstanding int
 	// Retention is how long a nonce is kept after expires_at (DefaultRetention when zero).
 	// The contract requires at least one minute; shorter values are for tests.
 	Retention time.Duration
@@ -106,6 +141,29 @@ const MaxRequestID = 128
 
 // Shards is the number of shard actors.
 const Shards = 256
+
+// DefaultMaxOutstanding is the default --oracle-max-outstanding. A client holds a nonce for
+// one request, so 100000 unused nonces at once is about 28 issues per second never consumed
+// for a whole TTL (1 h): far past any honest use, while one organisation's records stay near
+// 50 MB (about 500 bytes each on each replica, for an hour and the retention).
+const DefaultMaxOutstanding = 100000
+
+// PerShard is how many unused nonces of one organisation each shard admits under the bound
+// limit: limit / Shards, at least 1; 0 when limit is 0 (no bound).
+func PerShard(limit int) int {
+	if limit <= 0 {
+		return 0
+	}
+	return max(limit/Shards, 1)
+}
+
+// Bounds of the Retry-After of too_many_outstanding, which is TTL/retryAfterFraction within
+// them (see fullRetryAfter).
+const (
+	retryAfterFraction = 60
+	minRetryAfter      = time.Second
+	maxRetryAfter      = time.Minute
+)
 
 const (
 	randomBytes = 32
@@ -213,19 +271,26 @@ func validShard(s string) bool {
 func Kind(cfg Config) actors.Kind {
 	cfg = cfg.withDefaults()
 	return actors.Kind{Name: KindName, New: func(string) actors.Handler {
-		return &shard{cfg: cfg, gc: kit.GCAlarm{Name: GCAlarm}}
+		return &shard{cfg: cfg, perShard: PerShard(cfg.MaxOutstanding), gc: kit.GCAlarm{Name: GCAlarm}}
 	}}
 }
 
-// shard is one shard's activation. It caches only the due time of its gc alarm
-// (kit.GCAlarm), which it reads from storage on first need and forgets whenever the alarm
-// fires.
+// shard is one shard's activation. It caches the due time of its gc alarm (kit.GCAlarm),
+// which it reads from storage on first need and forgets whenever the alarm fires, and its
+// organisations' counts (counts, outstanding.go), which it starts over whenever a message's
+// writes are rolled back.
 type shard struct {
 	cfg Config
-	gc  kit.GCAlarm
+	// perShard is the organisation's bound on this shard (PerShard); 0: none, and new nonces
+	// are not counted.
+	perShard int
+	gc       kit.GCAlarm
+	counts   counts
 }
 
-// record is the value of an n/ key. UsedAt is 0 while the nonce is unused.
+// record is the value of an n/ key. UsedAt is 0 while the nonce is unused. Counted is the
+// epoch that counted the nonce toward its organisation's bound (outstanding.go), 0 when none
+// did: its first consume, or its removal unused, uncounts it.
 type record struct {
 	OrgID     string `json:"org_id"`
 	IssuedAt  int64  `json:"issued_at"`
@@ -233,11 +298,13 @@ type record struct {
 	RemoveAt  int64  `json:"remove_at"`
 	UsedAt    int64  `json:"used_at,omitempty"`
 	RequestID string `json:"request_id,omitempty"`
+	Counted   int64  `json:"counted,omitempty"`
 }
 
 var (
 	prefixNonce = []byte("n/")
 	removeIndex = kit.TimeIndex{Prefix: []byte("t/")}
+	prefixOrg   = []byte("o/")
 )
 
 func nonceKey(nonce string) []byte { return append(append([]byte(nil), prefixNonce...), nonce...) }
@@ -251,13 +318,21 @@ var methods = kit.Dispatch[*shard]{Name: "nonce oracle", Methods: map[string]kit
 	}),
 }}
 
-func (s *shard) Receive(ctx *actors.Context, req actors.Request) ([]byte, error) {
-	reply, err := methods.Receive(s, ctx, req)
+func (s *shard) Receive(ctx *actors.Context, req actors.Request) (reply []byte, err error) {
+	done := false
+	defer func() {
+		var outcome *actors.Error
+		// A panic, or an error other than a domain outcome, rolls the message back.
+		s.settle(!done || err != nil && !errors.As(err, &outcome))
+	}()
+	reply, err = methods.Receive(s, ctx, req)
+	done = true
 	s.gc.Observe(err)
 	return reply, err
 }
 
-// issue stores a fresh nonce for in.OrgID.
+// issue stores a fresh nonce for in.OrgID, counted when there is a bound: too_many_outstanding,
+// writing nothing, when the organisation holds perShard unused nonces here already.
 //
 // It does not look for an existing record of the new nonce: the 256 bits come from
 // crypto/rand, which never returns an error (the program crashes instead), so two equal
@@ -270,10 +345,18 @@ func (s *shard) issue(ctx *actors.Context, in IssueRequest) ([]byte, error) {
 	if !validShard(ctx.ID()) {
 		return nil, fmt.Errorf("nonce oracle: actor id %q is not a shard", ctx.ID())
 	}
-	nonce := generate(ctx.ID())
 	now := ctx.Now().UnixMilli()
 	rec := record{OrgID: in.OrgID, IssuedAt: now, ExpiresAt: now + s.cfg.TTL.Milliseconds()}
 	rec.RemoveAt = rec.ExpiresAt + s.cfg.Retention.Milliseconds()
+	entry := []byte{}
+	if s.perShard > 0 {
+		if err := s.admit(ctx, in.OrgID, rec.RemoveAt); err != nil {
+			return nil, err
+		}
+		rec.Counted = s.counts.epoch
+		entry = []byte(in.OrgID)
+	}
+	nonce := generate(ctx.ID())
 	reply, err := json.Marshal(Issued{Nonce: nonce, OrgID: rec.OrgID, IssuedAt: rec.IssuedAt, ExpiresAt: rec.ExpiresAt})
 	if err != nil {
 		return nil, err
@@ -281,11 +364,31 @@ func (s *shard) issue(ctx *actors.Context, in IssueRequest) ([]byte, error) {
 	if err := s.put(ctx, nonce, rec); err != nil {
 		return nil, err
 	}
-	removeIndex.Put(ctx, rec.RemoveAt, nonce, []byte{})
+	removeIndex.Put(ctx, rec.RemoveAt, nonce, entry)
 	if err := s.gc.Arm(ctx, rec.RemoveAt); err != nil {
 		return nil, err
 	}
 	return reply, nil
+}
+
+// full is the outcome of an issue past the bound. Its RetryAfter is a pace, not a promise:
+// room comes back when the organisation consumes a nonce, which only it knows of, or when the
+// gc alarm removes one it left unused, at the earliest remove_at of its nonces here, which
+// only a per-organisation index would tell (one more write per issue). So it is a fixed
+// fraction of the TTL (TTL/retryAfterFraction, within [minRetryAfter, maxRetryAfter]: 1 min
+// at the default 1 h), which a client that keeps retrying at that pace tries a bounded number
+// of times per nonce lifetime.
+func (s *shard) full(ctx *actors.Context, held int) error {
+	e := actors.Errorf("too_many_outstanding",
+		"the organisation counts %d unused nonces in shard %s, its share of --oracle-max-outstanding (%d): consume them, or wait until unused ones are removed",
+		held, ctx.ID(), s.cfg.MaxOutstanding)
+	e.RetryAfter = fullRetryAfter(s.cfg.TTL)
+	return e
+}
+
+// fullRetryAfter is the Retry-After of too_many_outstanding for nonces living ttl.
+func fullRetryAfter(ttl time.Duration) time.Duration {
+	return min(max(ttl/retryAfterFraction, minRetryAfter), maxRetryAfter)
 }
 
 // generate returns a new nonce of shard id.
@@ -295,9 +398,10 @@ func generate(id string) string {
 	return id + "_" + encoding.EncodeToString(b[:])
 }
 
-// consume marks the nonce used by in.OrgID. Outcomes, in order: unknown_nonce (never issued
-// here, or past remove_at); org_mismatch; the same reply again when the nonce was used with
-// the same non-empty request_id; nonce_used; nonce_expired.
+// consume marks the nonce used by in.OrgID, uncounting it when it was counted. Outcomes, in
+// order: unknown_nonce (never issued here, or past remove_at); org_mismatch; the same reply
+// again when the nonce was used with the same non-empty request_id; nonce_used;
+// nonce_expired. Only the first consume that succeeds writes.
 func (s *shard) consume(ctx *actors.Context, in ConsumeRequest) ([]byte, error) {
 	if err := ValidateOrg(in.OrgID); err != nil {
 		return nil, err
@@ -329,6 +433,11 @@ func (s *shard) consume(ctx *actors.Context, in ConsumeRequest) ([]byte, error) 
 	}
 	if err := s.put(ctx, in.Nonce, rec); err != nil {
 		return nil, err
+	}
+	if rec.Counted != 0 && s.perShard > 0 {
+		if err := s.release(ctx, in.OrgID, rec.Counted); err != nil {
+			return nil, err
+		}
 	}
 	return reply, nil
 }
@@ -380,10 +489,20 @@ func (s *shard) put(ctx *actors.Context, nonce string, rec record) error {
 	return nil
 }
 
-// Alarm runs the gc alarm: it deletes up to gcBatch nonces past their remove_at, earliest
-// first, and re-arms for the next remove_at (for now when due nonces remain). With nothing
-// left it lets the alarm go.
-func (s *shard) Alarm(ctx *actors.Context, a actors.Alarm) error {
+// Alarm runs the gc alarm (collect). A firing that fails is rolled back, with the counts it
+// cached.
+func (s *shard) Alarm(ctx *actors.Context, a actors.Alarm) (err error) {
+	done := false
+	defer func() { s.settle(!done || err != nil) }() // a panic, or an error: rolled back
+	err = s.collect(ctx, a)
+	done = true
+	return err
+}
+
+// collect deletes up to gcBatch nonces past their remove_at, earliest first, uncounting those
+// counted and never used, and re-arms for the next remove_at (for now when due nonces
+// remain). With nothing left it lets the alarm go.
+func (s *shard) collect(ctx *actors.Context, a actors.Alarm) error {
 	if a.Name != GCAlarm {
 		return nil // not ours: nothing to do, and returning nil drops it
 	}
@@ -395,22 +514,31 @@ func (s *shard) Alarm(ctx *actors.Context, a actors.Alarm) error {
 	if err != nil {
 		return err
 	}
-	next := int64(0)
+	next, firstLeft := int64(0), int64(-1)
+	touched := map[string]*count{} // organisations of the counted nonces removed
 	for i, kv := range kvs {
 		at, nonce, err := removeIndex.Parse(kv.Key)
 		if err != nil {
 			return fmt.Errorf("nonce oracle %s: %w", ctx.ID(), err)
 		}
 		if at > now {
-			next = at
+			next, firstLeft = at, at
 			break
 		}
 		if i == gcBatch {
-			next = now
+			next, firstLeft = now, at
 			break
+		}
+		if len(kv.Value) > 0 && s.perShard > 0 { // counted: the value is the org_id
+			if err := s.removing(ctx, string(kv.Value), nonce, touched); err != nil {
+				return err
+			}
 		}
 		ctx.Delete(nonceKey(nonce))
 		ctx.Delete(kv.Key)
+	}
+	if err := s.tidy(ctx, touched, firstLeft, now); err != nil {
+		return err
 	}
 	if next == 0 {
 		s.gc.Dropped() // returning nil without setting it again drops the alarm

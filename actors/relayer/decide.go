@@ -47,6 +47,10 @@ type Flight struct {
 	// Recent: sent less than a few blocks ago. A node does not know a transaction that waits
 	// in its pool for the next block, so an unknown answer then says nothing yet.
 	Recent bool
+	// Held: the node is not known to have taken it since it was last (re-)sent (see gate), and
+	// the key's later sends wait for it. Unknown to the node, it is sent again at once,
+	// however recent.
+	Held bool
 }
 
 // Decision is a verdict with what goes with it.
@@ -72,9 +76,9 @@ type Decision struct {
 
 // Outcome is the part of a send_tx or tx answer the decisions read.
 type Outcome struct {
-	Level  near.TxExecutionStatus
-	Kind   near.OutcomeKind
-	Status []byte // NEAR's FinalExecutionStatus JSON, for the intent's outcome
+	Level  near.TxExecutionStatus `json:"level"`
+	Kind   near.OutcomeKind       `json:"kind"`
+	Status []byte                 `json:"status,omitempty"` // NEAR's FinalExecutionStatus JSON, for the intent's outcome
 }
 
 // OutcomeOf is the Outcome of a send_tx or tx answer, nil for none. A receipt's failure
@@ -195,10 +199,47 @@ func DecideStatus(f Flight, head, window uint64, o *Outcome, err error) Decision
 	if head > f.BlockHeight && head-f.BlockHeight > window {
 		return Decision{Verdict: Replace, BlockStale: true} // its block hash expired, and it never landed
 	}
-	if f.Recent {
+	if f.Recent && !f.Held {
 		return Decision{Verdict: Wait} // likely on its way to a block: ask again at the next poll
 	}
 	return Decision{Verdict: Resend}
+}
+
+// Witness is one endpoint's answer to a status question about a transaction another answer
+// declared dead, decided by DecideStatus, with the outcome it showed.
+type Witness struct {
+	Decision Decision `json:"decision"`
+	Outcome  *Outcome `json:"outcome,omitempty"`
+}
+
+// ConfirmDeath combines the answers of every endpoint about a transaction one endpoint
+// declared dead: signing its intent again is safe only if it can never land, and one node's
+// word — a hostile or broken one, or one behind — is not enough. An endpoint that shows the
+// transaction landed is believed (terminal, or landed and not final); one that knows it keeps
+// it alive; it is dead (Replace) only when at least two endpoints say so and none knows it.
+// Otherwise the poll asks again. It returns the outcome of the answer it followed, if any.
+func ConfirmDeath(ws []Witness) (Decision, *Outcome) {
+	dead := 0
+	var d Decision
+	alive := false
+	for _, w := range ws {
+		switch w.Decision.Verdict {
+		case Succeeded, Failed:
+			return w.Decision, w.Outcome
+		case Replace:
+			dead++
+			d.BlockStale = d.BlockStale || w.Decision.BlockStale
+		case Wait:
+			// A Wait from an answer that knows the transaction (no error) keeps it alive; a
+			// Wait for want of an answer says nothing.
+			alive = alive || w.Outcome != nil
+			d.Landed = d.Landed || w.Decision.Landed
+		}
+	}
+	if dead >= 2 && !alive {
+		return Decision{Verdict: Replace, BlockStale: d.BlockStale}, nil
+	}
+	return Decision{Verdict: Wait, Landed: d.Landed}, nil
 }
 
 // NextNonce is the nonce of the key's next transaction once the chain reported the access

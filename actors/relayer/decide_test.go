@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -85,6 +86,8 @@ func TestDecideStatus(t *testing.T) {
 		{"unknown, head unknown", Flight{BlockHeight: 1000}, 0, nil, unknownTx, "resend"},
 		{"unknown, past the window", Flight{BlockHeight: 1000}, 1101, nil, unknownTx, "replace block-stale"},
 		{"unknown, sent a moment ago", Flight{BlockHeight: 1000, Recent: true}, 1001, nil, unknownTx, "wait"},
+		{"unknown, sent a moment ago with no answer, later sends held", Flight{BlockHeight: 1000, Recent: true, Held: true}, 1001, nil, unknownTx, "resend"},
+		{"unknown, held, past the window", Flight{BlockHeight: 1000, Recent: true, Held: true}, 1101, nil, unknownTx, "replace block-stale"},
 		{"unknown, sent a moment ago, past the window", Flight{BlockHeight: 1000, Recent: true}, 1101, nil, unknownTx, "replace block-stale"},
 		{"unknown, sent a moment ago, refused before", Flight{BlockHeight: 1000, Recent: true, Stale: true}, 1001, nil, unknownTx, "replace"},
 		{"refused: invalid nonce", Flight{BlockHeight: 1000}, 1001, nil, invalidNon, "replace stale ak_nonce=9"},
@@ -122,34 +125,144 @@ func TestNextNonceAndSignable(t *testing.T) {
 	}
 }
 
-// A send waits for the sends of smaller nonces taken before it, until their requests are
-// written or they end; a larger nonce, or one taken after it, does not hold it.
-func TestSequencer(t *testing.T) {
-	var s sequencer
-	t1, t2, t4 := s.take(1), s.take(2), s.take(4)
-	t3 := s.take(3) // taken after 4: it waits for 1 and 2, and does not hold 4
-	blocked := func(tk *ticket) bool {
+// A transaction is dead only when two endpoints say so and none knows it; an endpoint that
+// shows it landed is followed.
+func TestConfirmDeath(t *testing.T) {
+	dead := Witness{Decision: Decision{Verdict: Replace}}
+	expired := Witness{Decision: Decision{Verdict: Replace, BlockStale: true}}
+	silent := Witness{Decision: Decision{Verdict: Wait}} // no answer
+	pooled := Witness{Decision: Decision{Verdict: Wait}, Outcome: &Outcome{Level: near.TxNone}}
+	inBlock := Witness{Decision: Decision{Verdict: Wait, Landed: true}, Outcome: &Outcome{Level: near.TxIncluded}}
+	final := Witness{Decision: Decision{Verdict: Succeeded}, Outcome: &Outcome{Level: near.TxFinal, Kind: near.OutcomeSucceeded}}
+	for _, c := range []struct {
+		name string
+		ws   []Witness
+		want string
+	}{
+		{"one liar, one that saw it land", []Witness{dead, final}, "succeeded"},
+		{"one liar, one that has it in a block", []Witness{dead, inBlock}, "wait landed"},
+		{"one liar, one that has it pooled", []Witness{dead, pooled}, "wait"},
+		{"one says dead, the other does not answer", []Witness{dead, silent}, "wait"},
+		{"two agree", []Witness{dead, dead}, "replace"},
+		{"two agree, one past the window", []Witness{dead, expired, silent}, "replace block-stale"},
+		{"two agree, a third knows it", []Witness{dead, dead, pooled}, "wait"},
+		{"one endpoint only", []Witness{dead}, "wait"},
+	} {
+		if d, _ := ConfirmDeath(c.ws); d.String() != c.want {
+			t.Errorf("%s: %s, want %s", c.name, d, c.want)
+		}
+	}
+}
+
+// A send waits until every smaller nonce held is admitted; a larger one does not hold it, and
+// a nonce held again (its transaction lost by the node, sent again) holds the later ones anew.
+func TestGate(t *testing.T) {
+	var g gate
+	for _, n := range []uint64{1, 2, 4, 3} {
+		g.hold(n)
+	}
+	blocked := func(n uint64) bool {
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
 		defer cancel()
-		return errors.Is(tk.wait(ctx), context.DeadlineExceeded)
+		return errors.Is(g.wait(ctx, n), context.DeadlineExceeded)
 	}
-	if !blocked(t2) || !blocked(t3) || !blocked(t4) {
-		t.Fatal("a send went ahead of nonce 1")
+	if blocked(1) || !blocked(2) || !blocked(3) || !blocked(4) {
+		t.Fatal("only nonce 1 may go first")
 	}
-	t1.release()
-	if blocked(t2) || !blocked(t3) || !blocked(t4) {
+	g.admit(1)
+	if blocked(2) || !blocked(3) || !blocked(4) {
 		t.Fatal("after 1: 2 must go, 3 and 4 wait for 2")
 	}
-	t2.release()
-	if blocked(t3) || blocked(t4) {
-		t.Fatal("after 2: 3 and 4 must go")
+	g.admit(2)
+	if blocked(3) || !blocked(4) {
+		t.Fatal("after 2: 3 must go, 4 waits for 3")
 	}
-	t3.release()
-	t3.release() // idempotent
-	t4.release()
-	if len(s.pending) != 0 {
-		t.Fatalf("pending after release: %v", s.pending)
+	g.admit(3)
+	g.admit(3) // idempotent
+	if blocked(4) || !blocked(5) {
+		t.Fatal("after 3: 4 must go, 5 waits for 4")
 	}
+	g.admit(4)
+	g.hold(2) // found lost: sent again, ahead of anything later
+	if blocked(2) || !blocked(4) || !g.isHeld(2) {
+		t.Fatal("2 held again must hold 4")
+	}
+	// A waiter is woken by the admission, not by its deadline.
+	done := make(chan error, 1)
+	go func() { done <- g.wait(context.Background(), 4) }()
+	g.admit(2)
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("a waiter was not woken by the admission")
+	}
+}
+
+// A send answered admits its nonce, as does a refusal for good. No answer about it (503, 408,
+// a dropped answer) leaves it held and has the same bytes sent again at once, up to
+// sendRetries times; a send held past its time never goes out.
+func TestSendOnceAdmitsOnAnswer(t *testing.T) {
+	unknown := func(status int) error {
+		return fmt.Errorf("near rpc send_tx: HTTP %d: %w", status, near.ErrOutcomeUnknown)
+	}
+	var g gate
+	g.hold(1)
+	g.hold(2)
+	s := &scriptedSender{errs: []error{unknown(503), unknown(408), nil, &near.InvalidTxError{Name: "NotEnoughBalance"}}}
+	if _, retried, err := sendOnce(context.Background(), &g, s, 1, []byte("one"), time.Second); err != nil || g.isHeld(1) || retried == nil || !strings.Contains(retried.Error(), "408") {
+		t.Fatalf("answered at the third attempt: %v, retried %v, held %v", err, retried, g.isHeld(1))
+	}
+	if _, _, err := sendOnce(context.Background(), &g, s, 2, []byte("two"), time.Second); !near.IsRefused(err) || g.isHeld(2) {
+		t.Fatalf("refused for good: %v, held %v", err, g.isHeld(2))
+	}
+	if got := strings.Join(s.sent, ","); got != "one,one,one,two" {
+		t.Fatalf("sent %s", got)
+	}
+
+	// Never answered: held after sendRetries+1 attempts, and the later send stays back.
+	g.hold(3)
+	g.hold(4)
+	s = &scriptedSender{errs: []error{unknown(503), unknown(503), unknown(503), unknown(503)}}
+	if _, _, err := sendOnce(context.Background(), &g, s, 3, []byte("three"), time.Second); !near.IsOutcomeUnknown(err) || !g.isHeld(3) || len(s.sent) != sendRetries+1 {
+		t.Fatalf("unanswered: %v, held %v, sent %v", err, g.isHeld(3), s.sent)
+	}
+	if _, _, err := sendOnce(context.Background(), &g, s, 4, []byte("four"), 20*time.Millisecond); !errors.Is(err, errHeld) || len(s.sent) != sendRetries+1 {
+		t.Fatalf("a later send went out past a held nonce: %v, sent %v", err, s.sent)
+	}
+
+	// A refusal after an unanswered attempt does not speak for the first copy.
+	g.admit(3)
+	s = &scriptedSender{errs: []error{unknown(503), &near.InvalidTxError{Name: "NotEnoughBalance"}}}
+	if _, _, err := sendOnce(context.Background(), &g, s, 4, []byte("four"), time.Second); near.IsRefused(err) || !near.IsOutcomeUnknown(err) {
+		t.Fatalf("a refusal after an unanswered attempt: %v, taken as a refusal of the intent", err)
+	}
+}
+
+// scriptedSender answers its sends with errs in turn (nil: success), then success, and records
+// what it sent.
+type scriptedSender struct {
+	mu   sync.Mutex
+	errs []error
+	sent []string
+}
+
+func (s *scriptedSender) Close() error { return nil }
+
+func (s *scriptedSender) SendTx(_ context.Context, raw []byte, _ near.TxExecutionStatus) (*near.TxOutcome, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.sent = append(s.sent, string(raw))
+	var err error
+	if len(s.errs) > 0 {
+		err, s.errs = s.errs[0], s.errs[1:]
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &near.TxOutcome{FinalExecutionStatus: near.TxNone}, nil
 }
 
 // A re-send of a transaction that landed earlier is refused for its nonce, or as Expired once
@@ -212,11 +325,11 @@ func TestDelegateReceiptFailure(t *testing.T) {
 		t.Fatalf("the status should hide the failure: %s", answer.Result.Status)
 	}
 	// What the actor stores for the answer (encodeOutcome) reads back as failed.
-	stored, err := encodeOutcome(&answer.Result)
+	stored, err := encodeOutcome(&answer.Result, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if back, err := decodeOutcome(stored); err != nil || back.Kind != near.OutcomeFailed {
+	if back, _, err := decodeOutcome(stored); err != nil || back.Kind != near.OutcomeFailed {
 		t.Fatalf("stored outcome %s reads back as %+v, %v; want failed", stored, back, err)
 	}
 	o := OutcomeOf(&answer.Result)
@@ -234,11 +347,11 @@ func TestDelegateReceiptFailure(t *testing.T) {
 		t.Errorf("outcome %s, want the receipt's failure", o.Status)
 	}
 	// Stored the way the actor stores an outcome, the failed status keeps the verdict.
-	enc, err := encodeOutcome(&near.TxOutcome{FinalExecutionStatus: o.Level, Status: o.Status})
+	enc, err := encodeOutcome(&near.TxOutcome{FinalExecutionStatus: o.Level, Status: o.Status}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if back, err := decodeOutcome(enc); err != nil || back.Kind != near.OutcomeFailed {
+	if back, _, err := decodeOutcome(enc); err != nil || back.Kind != near.OutcomeFailed {
 		t.Errorf("decoded outcome %+v, %v", back, err)
 	}
 	// Without receipts, or with all of them succeeded, nothing changes.

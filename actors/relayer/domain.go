@@ -20,6 +20,7 @@ type Options struct {
 	Token       string        // --relayer-token
 	TokenFile   string        // --relayer-token-file
 	RPC         []string      // --near-rpc
+	RPCHTTP     bool          // --near-rpc-allow-private-http
 	Retention   time.Duration // --relayer-retention
 	MaxInFlight int           // --relayer-max-in-flight
 
@@ -35,7 +36,8 @@ var Settings = config.NewSection("NEAR relayer", func(o *Options) []config.Optio
 		config.String(&o.KeysFile, "relayer-keys", "", `JSON file {"accounts":[{"account_id","keys":["ed25519:<base58 secret key>",…]}]} of the relayer's access keys; enables the relayer (refused if other users can read it)`).Checked(o.loadKeys),
 		config.String(&o.Token, "relayer-token", "", "bearer token of the relayer paths; empty disables them (prefer --relayer-token-file)"),
 		config.String(&o.TokenFile, "relayer-token-file", "", "file holding the relayer token (not shown in ps)").Checked(o.loadToken),
-		config.List(&o.RPC, "near-rpc", "URL", "NEAR JSON-RPC URLs, tried in order").Checked(o.checkRPC),
+		config.List(&o.RPC, "near-rpc", "URL", "NEAR JSON-RPC URLs, tried in order: https, or plain http to a loopback address; with two or more, a transaction is signed again only when two agree it is dead").Checked(o.checkRPC),
+		config.Bool(&o.RPCHTTP, "near-rpc-allow-private-http", "false", "allow --near-rpc URLs of plain http to a private network address, or a host name on your word that it is one (never to a public address)"),
 		config.Duration(&o.Retention, "relayer-retention", "168h", "how long terminal intent records are kept").Checked(config.Positive(&o.Retention)),
 		config.Int(&o.MaxInFlight, "relayer-max-in-flight", "32", "signed transactions per access key not yet seen in a block").Checked(config.AtLeast(&o.MaxInFlight, 1)),
 	}
@@ -79,6 +81,11 @@ func (o *Options) checkRPC() error {
 		}
 		return nil
 	}
+	for _, u := range o.RPC {
+		if err := config.CheckEndpoint(u, o.RPCHTTP); err != nil {
+			return err
+		}
+	}
 	_, err := near.NewClient(o.RPC)
 	return err
 }
@@ -92,6 +99,8 @@ var codes = map[string]int{
 	"queue_full":           http.StatusTooManyRequests,
 	"unsupported_action":   http.StatusBadRequest,
 	"invalid_delegate":     http.StatusBadRequest,
+	"policy_denied":        http.StatusForbidden,
+	"budget_exceeded":      http.StatusTooManyRequests,
 }
 
 // Domain is the NEAR relayer transaction manager (the contract's "Relayer transaction
@@ -113,7 +122,7 @@ func Domain() domain.Domain {
 					kc.RPC = c
 				}
 			}
-			return []actors.Kind{Kind(kc), IndexKind()}
+			return []actors.Kind{Kind(kc), IndexKind(), BudgetKind()}
 		},
 		Routes: routes,
 		Codes:  codes,

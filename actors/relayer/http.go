@@ -1,6 +1,7 @@
 package relayer
 
 import (
+	"bytes"
 	"context"
 	"net/http"
 	"time"
@@ -8,33 +9,53 @@ import (
 	"github.com/shardkeeper/shardkeeper/actors"
 	"github.com/shardkeeper/shardkeeper/api"
 	"github.com/shardkeeper/shardkeeper/config"
+	"github.com/shardkeeper/shardkeeper/domain"
 	"github.com/shardkeeper/shardkeeper/near"
 )
 
 // MaxWait bounds the ?wait= of a GET of an intent.
 const MaxWait = api.MaxWait
 
-// server answers the relayer's HTTP routes. A submit records where its idempotency key lives
-// in the index (claim) before it submits there, and a read looks it up first, so a repeat
-// reaches its record whatever the keys are now.
+// server answers the relayer's HTTP routes. A submit is judged by its account's policy, then
+// charged against the account's deposit budget, then records where its idempotency key lives
+// in the index (claim) before it submits there; a read looks it up first, so a repeat reaches
+// its record whatever the keys are now.
 type server struct {
 	caller  api.Caller
 	timeout time.Duration
-	keys    *Keys
+	keys    *Keys   // the keys loaded at start: who signs
+	access  *access // the policies and account tokens in force: who may ask what
+	token   string  // the relayer token
+	metrics *Metrics
+	// retention is how long terminal records are kept: an idempotency key seen longer ago
+	// may be a new intent (its record gone), and is charged again.
+	retention time.Duration
 }
 
-func newServer(caller api.Caller, timeout time.Duration, keys *Keys) *server {
-	return &server{caller: caller, timeout: timeout, keys: keys}
-}
-
-func routes(caller api.Caller, cfg config.Config) []api.Route {
+func routes(env domain.Env, cfg config.Config) []api.Route {
 	o := Settings.Get(cfg)
-	s := newServer(caller, cfg.RequestTimeout, o.keys)
-	auth := func(h http.HandlerFunc) http.HandlerFunc { return api.Bearer(o.Token, "relayer", h) }
+	s := newServer(env.Caller, cfg.RequestTimeout, o.keys)
+	s.access, s.token, s.metrics, s.retention = newAccess(o.KeysFile, o.keys), o.Token, NewMetrics(env.Registerer), o.Retention
 	return []api.Route{
-		{Pattern: "POST /v1/relayers/{account_id}/intents", Handler: auth(s.submit)},
-		{Pattern: "GET /v1/relayers/{account_id}/intents/{idempotency_key}", Handler: auth(s.get)},
-		{Pattern: "GET /v1/relayers/{account_id}", Handler: auth(s.status)},
+		{Pattern: "POST /v1/relayers/{account_id}/intents", Handler: s.auth(s.submit)},
+		{Pattern: "GET /v1/relayers/{account_id}/intents/{idempotency_key}", Handler: s.auth(s.get)},
+		{Pattern: "GET /v1/relayers/{account_id}", Handler: s.auth(s.status)},
+	}
+}
+
+// newServer serves keys, whose policies stay as loaded (routes gives it the reloading rules
+// of the keys file, the relayer token and metrics).
+func newServer(caller api.Caller, timeout time.Duration, keys *Keys) *server {
+	return &server{caller: caller, timeout: timeout, keys: keys, access: newAccess("", keys), retention: DefaultRetention}
+}
+
+// auth admits a request with the token of its path's account: the account's own when its
+// policy names a token file, the relayer token otherwise (also for an account in no keys
+// file, which is then unknown_relayer: an account's existence is not told without a token).
+func (s *server) auth(h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		token, _ := s.access.rules().token(r.PathValue("account_id"), s.token)
+		api.Bearer(token, "relayer", h)(w, r)
 	}
 }
 
@@ -66,6 +87,10 @@ func (s *server) submit(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	body.IdempotencyKey = c.idem
+	if err := s.admit(r.Context(), account, c); err != nil {
+		api.WriteError(w, err)
+		return
+	}
 	want, _ := Assign(c.idem, keys)
 	var at Placement
 	err = api.CallJSON(r.Context(), s.caller, s.timeout, IndexKindName, IndexID(account, c.idem), MethodClaim,
@@ -102,6 +127,42 @@ func (s *server) submit(w http.ResponseWriter, r *http.Request) {
 		status = http.StatusOK
 	}
 	api.WriteJSON(w, status, out.Intent)
+}
+
+// admit judges an intent by its account's policy and charges its deposit to the account's
+// budget; a refusal (policy_denied, budget_exceeded) has written nothing. A repeat of an intent
+// already claimed with the same body passes as a repeat — it answers its record, also after
+// the policy was tightened — and is not charged again; the same key with another body is
+// idempotency_conflict at once, uncharged.
+func (s *server) admit(ctx context.Context, account string, c checked) error {
+	p := s.access.rules().Policy(account)
+	if p == nil {
+		p = &Policy{}
+	}
+	deposit, rule, refusal := p.check(account, c.view)
+	if refusal == nil && (p.Budget == nil || deposit.Sign() == 0) {
+		return nil // nothing to look up: the claim tells a repeat from a conflict
+	}
+	var at Placement
+	err := api.CallJSON(ctx, s.caller, s.timeout, IndexKindName, IndexID(account, c.idem), MethodLookup, GetRequest{c.idem}, &at)
+	switch {
+	case err == nil && bytes.Equal(at.RequestHash, c.requestHash):
+		return nil // a repeat: accepted and charged before
+	case err == nil:
+		return conflict(c.idem)
+	case !isCode(err, "unknown_intent"):
+		return err
+	case refusal != nil:
+		s.metrics.refused(account, rule)
+		return refusal
+	}
+	err = api.CallJSON(ctx, s.caller, s.timeout, BudgetKindName, account, MethodCharge, ChargeRequest{
+		IdempotencyKey: c.idem, RequestHash: c.requestHash, Amount: deposit.String(),
+		Budget: p.Budget.Amount.String(), Window: p.Budget.Window.Milliseconds(), RepeatWithin: s.retention.Milliseconds()}, nil)
+	if isCode(err, "budget_exceeded") {
+		s.metrics.refused(account, ruleDepositBudget)
+	}
+	return err
 }
 
 func (s *server) get(w http.ResponseWriter, r *http.Request) {
@@ -172,6 +233,9 @@ func (in Intent) terminal() bool {
 type RelayerStatus struct {
 	AccountID string      `json:"account_id"`
 	Keys      []KeyStatus `json:"keys"`
+	Policy    PolicyView  `json:"policy"`
+	// BudgetUsed is what the intents accepted in the current window attach (with a budget).
+	BudgetUsed *string `json:"budget_used,omitempty"`
 }
 
 func (s *server) status(w http.ResponseWriter, r *http.Request) {
@@ -185,6 +249,16 @@ func (s *server) status(w http.ResponseWriter, r *http.Request) {
 			api.WriteError(w, err)
 			return
 		}
+	}
+	p := s.access.rules().Policy(account)
+	out.Policy = p.view()
+	if p != nil && p.Budget != nil {
+		var u Usage
+		if err := api.CallJSON(r.Context(), s.caller, s.timeout, BudgetKindName, account, MethodUsage, UsageRequest{Window: p.Budget.Window.Milliseconds()}, &u); err != nil {
+			api.WriteError(w, err)
+			return
+		}
+		out.BudgetUsed = &u.Used
 	}
 	api.WriteJSON(w, http.StatusOK, out)
 }

@@ -69,6 +69,12 @@ func startRelayer(t *testing.T, fake *fakenear.Fake, labels ...string) *apitest.
 
 func startFake(t *testing.T, labels ...string) *fakenear.Fake {
 	t.Helper()
+	return startFakeWith(t, nil, labels...)
+}
+
+// startFakeWith starts the fake chain with endpoints (none: one default endpoint).
+func startFakeWith(t *testing.T, endpoints []fakenear.EndpointConfig, labels ...string) *fakenear.Fake {
+	t.Helper()
 	rich, _ := near.ParseU128("1000000000000000000000000000")
 	var keys []fakenear.AccountKey
 	for _, l := range labels {
@@ -78,7 +84,7 @@ func startFake(t *testing.T, labels ...string) *fakenear.Fake {
 	return fakenear.Start(t, fakenear.Config{BlockInterval: 20 * time.Millisecond, Accounts: []fakenear.Account{
 		{ID: account, Balance: rich, Keys: keys},
 		{ID: "bob.near", Balance: near.U128From64(0)},
-	}})
+	}}, endpoints...)
 }
 
 var bearer = []string{"Authorization", "Bearer " + token}
@@ -227,5 +233,46 @@ func TestRelayerFlags(t *testing.T) {
 		case err != nil && strings.Contains(err.Error(), s[8:20]):
 			t.Errorf("%v: the error shows the secret: %v", c.args, err)
 		}
+	}
+}
+
+// A NEAR endpoint that lies — it answers every status question and every send as a node that
+// never saw the transaction, so a landed one reads as refused for its nonce — cannot make an
+// intent land twice when a second, honest endpoint is configured: a transaction is signed
+// again only when two endpoints say it is dead, each on its own check, and the honest one
+// shows it landed.
+func TestLyingEndpointCannotDoubleLand(t *testing.T) {
+	fake := startFakeWith(t, []fakenear.EndpointConfig{
+		{Name: "liar", Faults: fakenear.Faults{Rules: []fakenear.FaultRule{{Kind: fakenear.FaultLie, Rate: 1, Methods: []string{"tx", "EXPERIMENTAL_tx_status", "send_tx"}}}}},
+		{Name: "honest"},
+	}, "a")
+	n := startRelayer(t, fake, "a")
+	const intents = 8
+	for i := range intents {
+		body := fmt.Sprintf(`{"idempotency_key":"lie:%d","receiver_id":"bob.near","actions":[{"Transfer":{"deposit":"1"}}]}`, i)
+		if r := n.Do(t, "POST", "/v1/relayers/"+account+"/intents", body, bearer...); r.Status != http.StatusCreated {
+			t.Fatalf("submit %d: %d %s", i, r.Status, r.Body)
+		}
+	}
+	for i := range intents {
+		var in relayer.Intent
+		r := n.Do(t, "GET", fmt.Sprintf("/v1/relayers/%s/intents/lie:%d?wait=25s", account, i), nil, bearer...)
+		r.JSON(t, &in)
+		if in.Status != relayer.StatusSucceeded || in.Attempts != 1 {
+			t.Fatalf("intent %d: %s", i, r.Body)
+		}
+	}
+	landed := 0
+	for _, l := range fake.Ledger() {
+		if l.Kind == fakenear.Landed && l.Signer == account {
+			landed++
+		}
+	}
+	if b, _ := fake.Balance("bob.near"); landed != intents || b.String() != fmt.Sprint(intents) {
+		t.Fatalf("%d transactions landed and bob.near holds %s, want %d each", landed, b, intents)
+	}
+	m := n.Do(t, "GET", "/metrics", nil)
+	if !strings.Contains(string(m.Body), `shardkeeper_relayer_death_checks_total{verdict="refuted"}`) {
+		t.Fatal("no death check was refuted: the liar was never asked, and the test proves nothing")
 	}
 }

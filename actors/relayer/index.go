@@ -58,9 +58,11 @@ type ClaimRequest struct {
 	Key            string `json:"key"`
 }
 
-// Placement is the reply of claim, lookup and move: the key idem lives on.
+// Placement is the reply of claim, lookup and move: the key idem lives on, and (lookup) the
+// hash of the request it was first submitted with.
 type Placement struct {
-	Key string `json:"key"`
+	Key         string `json:"key"`
+	RequestHash []byte `json:"request_hash,omitempty"`
 }
 
 // MoveRequest moves idem from one key to another, if it is still recorded on From.
@@ -126,7 +128,7 @@ func (indexActor) lookup(ctx *actors.Context, req GetRequest) ([]byte, error) {
 	if !ok {
 		return nil, unknownIntent(req.IdempotencyKey)
 	}
-	return json.Marshal(Placement{Key: e.Key})
+	return json.Marshal(Placement{Key: e.Key, RequestHash: e.RequestHash})
 }
 
 func (indexActor) move(ctx *actors.Context, req MoveRequest) ([]byte, error) {

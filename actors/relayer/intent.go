@@ -194,6 +194,7 @@ type checked struct {
 	delegate    []byte
 	maxBlock    uint64 // of the delegate action
 	requestHash []byte
+	view        intentView // what its account's policy judges
 }
 
 // Check validates the request as the contract says, and fills in the idempotency key of a
@@ -217,7 +218,15 @@ func (s SubmitRequest) check() (checked, error) {
 		if err != nil {
 			return c, actors.Errorf("invalid_delegate", "signed_delegate: %s", kit.Clip(err.Error()))
 		}
+		// The policy judges the delegate's receiver: it must be an account id, as NEAR will
+		// refuse it otherwise, and a wildcard must not match a malformed one.
+		for _, id := range []string{sda.DelegateAction.SenderID, sda.DelegateAction.ReceiverID} {
+			if err := near.ValidateAccountID(id); err != nil {
+				return c, actors.Errorf("invalid_delegate", "signed_delegate: %s", kit.Clip(err.Error()))
+			}
+		}
 		c.delegate, c.maxBlock = raw, sda.DelegateAction.MaxBlockHeight
+		c.view = intentView{delegate: true, receiver: sda.DelegateAction.ReceiverID, actions: sda.DelegateAction.Actions}
 		if s.IdempotencyKey == "" {
 			s.IdempotencyKey = "delegate:" + base58.Encode(h[:])
 		}
@@ -236,6 +245,7 @@ func (s SubmitRequest) check() (checked, error) {
 			return c, actors.Errorf("invalid_request", "an intent has 1 to %d actions, not %d", maxActions, len(actions))
 		}
 		c.receiverID = s.ReceiverID
+		c.view = intentView{receiver: s.ReceiverID, actions: actions}
 		if c.actions, err = canonical(s.Actions); err != nil {
 			return c, actors.Errorf("invalid_request", "actions: %s", kit.Clip(err.Error()))
 		}

@@ -5,7 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/shardkeeper/shardkeeper/actors"
@@ -92,6 +95,11 @@ type Config struct {
 	CallTimeout time.Duration
 	// BlockMaxAge: a block hash seen longer ago is refreshed before signing with it.
 	BlockMaxAge time.Duration
+	// Witnesses are RPC's endpoints, asked one by one (near.Client.Each). With two or more, a
+	// transaction one endpoint declares dead is signed again only when a second one agrees,
+	// each on its own check of the signed bytes, and none knows it (ConfirmDeath): one node's
+	// word cannot make an intent land twice.
+	Witnesses []RPC
 	// Metrics records what the keys do (nil: nothing).
 	Metrics *Metrics
 }
@@ -121,6 +129,11 @@ func (c Config) withDefaults() Config {
 	if c.BlockMaxAge <= 0 {
 		c.BlockMaxAge = DefaultBlockMaxAge
 	}
+	if nc, ok := c.RPC.(*near.Client); ok && c.Witnesses == nil {
+		for _, e := range nc.Each() {
+			c.Witnesses = append(c.Witnesses, e)
+		}
+	}
 	return c
 }
 
@@ -132,10 +145,10 @@ type Caller interface {
 // Kind is the access-key actor kind.
 func Kind(cfg Config) actors.Kind {
 	cfg = cfg.withDefaults()
-	// A key keeps a send and a status query going per transaction in flight, plus the block,
-	// the access key, and moves.
+	// A key keeps a send, a status query and a death check going per transaction in flight,
+	// plus the block, the access key, and moves.
 	return actors.Kind{Name: KindName, New: func(id string) actors.Handler { return newKeyActor(cfg, id) },
-		MaxEffects: 2*cfg.MaxInFlight + 16}
+		MaxEffects: 3*cfg.MaxInFlight + 16}
 }
 
 // ActorID is the id of the actor of an access key.
@@ -161,13 +174,14 @@ func ParseActorID(id string) (string, near.PublicKey, error) {
 const (
 	effectAccessKey = "ak"
 	effectBlock     = "block"
-	effectSend      = "send/"   // + nonce
-	effectStatus    = "status/" // + nonce
+	effectSend      = "send/"    // + nonce
+	effectStatus    = "status/"  // + nonce
+	effectConfirm   = "confirm/" // + nonce: every endpoint asked whether it is dead
 )
 
 // keyActor is one activation of a key actor. Its in-memory fields are caches of this
 // activation only: busy names the effects it requested whose results it has not handled (so
-// that one question is not asked twice at once), seq orders its sends.
+// that one question is not asked twice at once), the gate orders its sends.
 type keyActor struct {
 	cfg     Config
 	account string
@@ -191,17 +205,18 @@ type keyActor struct {
 	// otherwise be stepped over on every scan until compaction. Reset when a message's writes
 	// are discarded.
 	queueLow, flightLow uint64
-	// resend holds the nonces a status answer found unknown and alive: the next poll re-sends
-	// them together with every smaller one in flight, in nonce order, since answers come back
-	// in any order and re-sends taken one by one would reach the node out of order.
+	// resend holds the nonces a status answer found unknown and alive, admitted before (the
+	// node lost them): the next poll re-sends them, in nonce order.
 	resend map[uint64]bool
-	seq    sequencer
+	gate   gate
 	gc     kit.GCAlarm // "retention"
 	poll   kit.GCAlarm // "poll"
 
-	// What the current message requested, undone if its writes roll back.
+	// What the current message requested, newly held or settled, undone if its writes roll
+	// back.
 	added   []string
-	tickets []*ticket
+	held    []uint64
+	settled []uint64
 }
 
 func newKeyActor(cfg Config, id string) *keyActor {
@@ -221,7 +236,7 @@ func newKeyActor(cfg Config, id string) *keyActor {
 
 // begin starts a message; end takes its outcome: an error other than a domain outcome
 // discards the message's writes and effects, so what it requested is forgotten too.
-func (a *keyActor) begin() { a.added, a.tickets = a.added[:0], a.tickets[:0] }
+func (a *keyActor) begin() { a.added, a.held, a.settled = a.added[:0], a.held[:0], a.settled[:0] }
 
 func (a *keyActor) end(err error) {
 	var outcome *actors.Error
@@ -232,8 +247,11 @@ func (a *keyActor) end(err error) {
 		delete(a.busy, name)
 	}
 	a.queueLow, a.flightLow = 0, 0
-	for _, t := range a.tickets {
-		t.release()
+	for _, n := range a.held {
+		a.gate.admit(n) // its send never starts
+	}
+	for _, n := range a.settled {
+		a.gate.hold(n) // still in flight after all (a send already let through stays sent)
 	}
 	a.gc.Observe(err)
 	a.poll.Observe(err)
@@ -354,13 +372,9 @@ func (a *keyActor) tick(ctx *actors.Context) error {
 	}
 	a.request(ctx, effectBlock, a.fetchBlock)
 	now := ctx.Now().UnixMilli()
-	// Re-send, in nonce order, every transaction up to the largest one found unknown: a
-	// smaller one whose status answer has not come back yet may have been dropped too, and
-	// if the larger one landed first the smaller could never land.
-	var upTo uint64
-	for n := range a.resend {
-		upTo = max(upTo, n)
-	}
+	// Re-send, in nonce order, the transactions found unknown and alive. Each is held again
+	// (see gate): nothing later goes before the node took it.
+	resend := maps.Clone(a.resend)
 	clear(a.resend)
 	for _, kv := range flights { // in nonce order
 		r, ok, err := loadRecord(ctx, string(kv.Value))
@@ -370,7 +384,7 @@ func (a *keyActor) tick(ctx *actors.Context) error {
 		if !ok || r.terminal() || r.Nonce == nil {
 			continue
 		}
-		if *r.Nonce <= upTo && a.send(ctx, r) {
+		if resend[*r.Nonce] && a.send(ctx, r) {
 			a.met.resent()
 			r.SentAt = now
 			if err := putJSON(ctx, intentKey(r.IdempotencyKey), r); err != nil {
@@ -456,6 +470,8 @@ func (a *keyActor) handle(ctx *actors.Context, res actors.EffectResult) error {
 		return a.onTx(ctx, res, strings.TrimPrefix(res.Name, effectSend), true)
 	case strings.HasPrefix(res.Name, effectStatus):
 		return a.onTx(ctx, res, strings.TrimPrefix(res.Name, effectStatus), false)
+	case strings.HasPrefix(res.Name, effectConfirm):
+		return a.onConfirm(ctx, res, strings.TrimPrefix(res.Name, effectConfirm))
 	case strings.HasPrefix(res.Name, effectMove):
 		return a.onMove(ctx, res, strings.TrimPrefix(res.Name, effectMove))
 	case res.Name == effectForget:
@@ -539,8 +555,9 @@ func (a *keyActor) onTx(ctx *actors.Context, res actors.EffectResult, nonceStr s
 		return err
 	}
 	var o *Outcome
+	var retried string
 	if res.Err == nil {
-		if o, err = decodeOutcome(res.Output); err != nil {
+		if o, retried, err = decodeOutcome(res.Output); err != nil {
 			return fmt.Errorf("relayer key %s: %w", ctx.ID(), err)
 		}
 	}
@@ -558,7 +575,20 @@ func (a *keyActor) onTx(ctx *actors.Context, res actors.EffectResult, nonceStr s
 		}
 		f := r.flight()
 		f.Recent = ctx.Now().Sub(time.UnixMilli(r.SentAt)) < a.resendAfter()
+		f.Held = a.gate.isHeld(n)
 		d = DecideStatus(f, head, a.cfg.ValidityBlocks, o, res.Err)
+		if d.Verdict == Replace && len(a.cfg.Witnesses) > 1 {
+			// Dead on one endpoint's word: every endpoint is asked before signing again, and
+			// nothing of this answer is kept (not its stale mark, nonce or block): it may lie.
+			a.confirm(ctx, r, f)
+			d = Decision{Verdict: Wait}
+		}
+	}
+	if retried != "" {
+		m.LastError = &KeyError{Code: "outcome_unknown", Message: kit.Clip(retried), At: ctx.Now().UnixMilli()}
+		if err := putJSON(ctx, keyMeta, m); err != nil {
+			return err
+		}
 	}
 	return a.apply(ctx, &m, r, d, o, res.Err)
 }
@@ -569,7 +599,7 @@ func (a *keyActor) apply(ctx *actors.Context, m *meta, r *record, d Decision, o 
 	a.met.rpcError(rpcErr)
 	// The meta is written only when it changes: most answers say "not final yet".
 	changed := false
-	if rpcErr != nil && !errors.As(rpcErr, new(*near.UnknownTransactionError)) {
+	if rpcErr != nil && !errors.As(rpcErr, new(*near.UnknownTransactionError)) && !errors.Is(rpcErr, errHeld) {
 		m.LastError = &KeyError{Code: errorCode(rpcErr), Message: kit.Clip(rpcErr.Error()), At: now}
 		changed = true
 	}
@@ -608,6 +638,13 @@ func (a *keyActor) apply(ctx *actors.Context, m *meta, r *record, d Decision, o 
 	case Query:
 		a.query(ctx, r)
 	case Resend:
+		if a.gate.isHeld(*r.Nonce) {
+			// Refused before the node took it, and the key's later sends wait for it: now.
+			if a.send(ctx, r) {
+				a.met.resent()
+			}
+			return nil
+		}
 		a.resend[*r.Nonce] = true // at the next poll, with the others, in nonce order
 	case Replace:
 		// Provably dead: back to the queue at its first place, to be signed with a new nonce.
@@ -662,9 +699,12 @@ func (a *keyActor) finish(ctx *actors.Context, r *record, d Decision, o *Outcome
 	return a.gc.Arm(ctx, r.RemoveAt)
 }
 
-// dropFlight takes r's transaction out of the in-flight index (the caller stores r).
+// dropFlight takes r's transaction out of the in-flight index (the caller stores r): it is
+// settled, and no longer holds the sends of larger nonces.
 func (a *keyActor) dropFlight(ctx *actors.Context, r *record) error {
 	ctx.Delete(flightKey(*r.Nonce))
+	a.gate.admit(*r.Nonce)
+	a.settled = append(a.settled, *r.Nonce)
 	n, err := flightCount.Get(ctx)
 	if err != nil {
 		return err
@@ -878,44 +918,105 @@ func (a *keyActor) request(ctx *actors.Context, name string, fn actors.EffectFun
 	a.added = append(a.added, name)
 }
 
-// send sends r's stored bytes, behind the sends of smaller nonces of this activation: it
-// starts once theirs are written.
+// send sends r's stored bytes once every smaller nonce in flight is admitted at the node
+// (see gate): the send's effect waits for them.
 func (a *keyActor) send(ctx *actors.Context, r *record) bool {
 	name := effectSend + nonceName(*r.Nonce)
 	if a.busy[name] {
 		return false
 	}
-	t := a.seq.take(*r.Nonce)
-	a.tickets = append(a.tickets, t)
-	raw, sender, timeout := r.Signed, a.sender, a.cfg.CallTimeout
+	// Held on the mailbox, before any later send is requested. A nonce newly held by a message
+	// whose writes are then discarded is let go (its send and its record are discarded too);
+	// one held before stays held until a send or a status answer admits it, or it is settled.
+	if a.gate.hold(*r.Nonce) {
+		a.held = append(a.held, *r.Nonce)
+	}
+	nonce, raw, sender, g, timeout := *r.Nonce, r.Signed, a.sender, &a.gate, a.cfg.CallTimeout
 	a.request(ctx, name, func(c context.Context) ([]byte, error) {
-		defer t.release()
-		c, cancel := context.WithTimeout(c, timeout)
-		defer cancel()
-		if err := t.wait(c); err != nil {
-			return nil, err
-		}
-		out, err := sender.SendTx(c, raw, SendWait, t.release)
+		out, retried, err := sendOnce(c, g, sender, nonce, raw, timeout)
 		if err != nil {
 			return nil, err
 		}
-		return encodeOutcome(out)
+		return encodeOutcome(out, retried)
 	})
 	return true
 }
 
 // query asks for r's transaction by its signed bytes (see StatusWait).
 func (a *keyActor) query(ctx *actors.Context, r *record) {
-	raw, rpc, timeout := r.Signed, a.cfg.RPC, a.cfg.CallTimeout
-	a.request(ctx, effectStatus+nonceName(*r.Nonce), func(c context.Context) ([]byte, error) {
+	nonce, raw, rpc, g, timeout := *r.Nonce, r.Signed, a.cfg.RPC, &a.gate, a.cfg.CallTimeout
+	a.request(ctx, effectStatus+nonceName(nonce), func(c context.Context) ([]byte, error) {
 		c, cancel := context.WithTimeout(c, timeout)
 		defer cancel()
 		out, err := rpc.TxStatus(c, near.TxQuery{SignedTx: raw, WaitUntil: StatusWait})
 		if err != nil {
 			return nil, err
 		}
-		return encodeOutcome(out)
+		g.admit(nonce) // the node knows it
+		return encodeOutcome(out, nil)
 	})
+}
+
+// confirm asks every endpoint about r's transaction, which one endpoint declared dead, and
+// decides each answer as DecideStatus does, on that answer alone: not on the flight's stale
+// mark, nor on the head of the chain, which came from one endpoint too. So each endpoint
+// votes dead only with a refusal of its own check of the signed bytes (InvalidNonce, Expired).
+func (a *keyActor) confirm(ctx *actors.Context, r *record, f Flight) {
+	f.Stale = false
+	const head = 0 // the window rule needs a head no single endpoint may dictate
+	raw, witnesses, window, timeout := r.Signed, a.cfg.Witnesses, a.cfg.ValidityBlocks, a.cfg.CallTimeout
+	a.request(ctx, effectConfirm+nonceName(*r.Nonce), func(c context.Context) ([]byte, error) {
+		c, cancel := context.WithTimeout(c, timeout)
+		defer cancel()
+		ws := make([]Witness, len(witnesses))
+		var wg sync.WaitGroup
+		for i, rpc := range witnesses {
+			wg.Go(func() {
+				out, err := rpc.TxStatus(c, near.TxQuery{SignedTx: raw, WaitUntil: StatusWait})
+				o := OutcomeOf(out)
+				if err != nil {
+					o = nil
+				}
+				ws[i] = Witness{Decision: DecideStatus(f, head, window, o, err), Outcome: o}
+			})
+		}
+		wg.Wait()
+		return json.Marshal(ws)
+	})
+}
+
+// onConfirm takes the endpoints' answers about the transaction of nonce (ConfirmDeath).
+func (a *keyActor) onConfirm(ctx *actors.Context, res actors.EffectResult, nonceStr string) error {
+	n, ok := parseNonceName(nonceStr)
+	if !ok || res.Err != nil {
+		return nil // the poll asks again
+	}
+	idem, found, err := ctx.Get(flightKey(n))
+	if err != nil || !found {
+		return err
+	}
+	r, found, err := loadRecord(ctx, string(idem))
+	if err != nil || !found || r.terminal() || r.Nonce == nil || *r.Nonce != n {
+		return err
+	}
+	var ws []Witness
+	if err := json.Unmarshal(res.Output, &ws); err != nil {
+		return fmt.Errorf("relayer key %s: decode witnesses: %w", ctx.ID(), err)
+	}
+	d, o := ConfirmDeath(ws)
+	verdict := "inconclusive"
+	switch {
+	case d.Verdict == Replace:
+		verdict = "confirmed"
+	case slices.ContainsFunc(ws, func(w Witness) bool { return w.Outcome != nil }):
+		verdict = "refuted" // an endpoint knows the transaction
+	}
+	a.met.confirmed(verdict)
+	m, err := loadMeta(ctx)
+	if err != nil {
+		return err
+	}
+	return a.apply(ctx, &m, r, d, o, nil)
 }
 
 // fetchAccessKey reads the key's nonce at the head (optimistic: a final view lags by a few

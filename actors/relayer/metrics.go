@@ -22,6 +22,8 @@ type Metrics struct {
 	unknown          *prometheus.CounterVec // {key}
 	landing          prometheus.Histogram
 	rpc              *prometheus.HistogramVec // {method, endpoint, outcome}
+	refusals         *prometheus.CounterVec   // {account, rule}
+	deaths           *prometheus.CounterVec   // {verdict}
 }
 
 // Intent events counted by shardkeeper_relayer_intents_total.
@@ -57,6 +59,10 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		rpc: domain.Register(reg, prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "shardkeeper_near_rpc_duration_seconds", Help: "NEAR JSON-RPC requests by method, endpoint and outcome (ok, error: the node's, unknown: no answer).",
 			Buckets: prometheus.ExponentialBuckets(0.001, 2, 16)}, []string{"method", "endpoint", "outcome"})),
+		refusals: domain.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "shardkeeper_relayer_policy_refusals_total", Help: "Intents refused by their account's policy, by account and rule (deposit_budget also counts budget_exceeded)."}, []string{"account", "rule"})),
+		deaths: domain.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "shardkeeper_relayer_death_checks_total", Help: "Transactions one NEAR endpoint declared dead, asked of every endpoint: confirmed (two agree, none knows it: signed again), refuted (an endpoint knows it) or inconclusive (asked again later)."}, []string{"verdict"})),
 	}
 	return m
 }
@@ -67,6 +73,22 @@ func (m *Metrics) ObserveRPC(o near.Observation) {
 		return
 	}
 	m.rpc.WithLabelValues(o.Method, o.Endpoint, o.Outcome).Observe(o.Took.Seconds())
+}
+
+// confirmed counts a death check of every endpoint by its verdict: confirmed (signed again),
+// refuted (an endpoint knows the transaction) or inconclusive (asked again later).
+func (m *keyMetrics) confirmed(verdict string) {
+	if m == nil || m.m == nil {
+		return
+	}
+	m.m.deaths.WithLabelValues(verdict).Inc()
+}
+
+// refused counts an intent of account refused by rule.
+func (m *Metrics) refused(account, rule string) {
+	if m != nil {
+		m.refusals.WithLabelValues(account, rule).Inc()
+	}
 }
 
 func (m *Metrics) event(e string) {

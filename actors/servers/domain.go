@@ -1,6 +1,7 @@
 package servers
 
 import (
+	"log/slog"
 	"net/http"
 
 	"github.com/shardkeeper/shardkeeper/actors"
@@ -17,8 +18,25 @@ var Settings = config.NewSection("server registry", func(c *Config) []config.Opt
 			Checked(config.Positive(&c.TTL)),
 		config.Int(&c.MaxServers, "max-servers", "1000", "live servers per server registry (>= 1)").
 			Checked(config.AtLeast(&c.MaxServers, 1)),
+		config.String(&c.TokenFile, "servers-token-file", "", "file holding the bearer token the server registry's writes require, readable by its owner only; empty: writes are open").
+			Checked(c.loadToken),
 	}
 })
+
+// Load reads the token file, as loading the configuration does: for a configuration built in
+// code (tests).
+func (c *Config) Load() error { return c.loadToken() }
+
+// loadToken reads --servers-token-file. Its errors name the file, never its content.
+func (c *Config) loadToken() error {
+	c.token = ""
+	if c.TokenFile == "" {
+		return nil
+	}
+	t, err := config.ReadToken(c.TokenFile)
+	c.token = t
+	return err
+}
 
 // NamesKindName is the kind of the actor holding the server registries' names (kit.Names).
 const NamesKindName = "server-registries"
@@ -35,7 +53,11 @@ func Domain() domain.Domain {
 		Name:     "servers",
 		Settings: Settings,
 		Kinds: func(cfg config.Config, _ domain.Env) []actors.Kind {
-			return []actors.Kind{Kind(Settings.Get(cfg)), kit.NamesKind(NamesKindName)}
+			o := Settings.Get(cfg)
+			if config.WeakToken(o.token) {
+				slog.Warn("the servers token is weak: shorter than 32 bytes", "min_bytes", config.MinTokenBytes)
+			}
+			return []actors.Kind{Kind(o), kit.NamesKind(NamesKindName)}
 		},
 		Routes: routes,
 		Codes:  codes,

@@ -7,6 +7,7 @@ import (
 	"github.com/shardkeeper/shardkeeper/actors/kit"
 	"github.com/shardkeeper/shardkeeper/api"
 	"github.com/shardkeeper/shardkeeper/config"
+	"github.com/shardkeeper/shardkeeper/domain"
 	"github.com/shardkeeper/shardkeeper/ident"
 )
 
@@ -21,17 +22,24 @@ type server struct {
 }
 
 // routes are the registry's endpoints, the compatibility paths included.
-func routes(caller api.Caller, cfg config.Config) []api.Route {
+func routes(env domain.Env, cfg config.Config) []api.Route {
+	caller := env.Caller
 	s := &server{caller: caller, cfg: cfg, names: &kit.Enroller{Caller: caller, Kind: NamesKindName, Namespace: "all",
 		What: "server registries", Max: cfg.MaxRegistries, Timeout: cfg.RequestTimeout}}
+	// With --servers-token-file, registrations and heartbeats need that token (the admin
+	// delete keeps the admin token's); reads stay open.
+	write := func(h http.HandlerFunc) http.HandlerFunc { return h }
+	if t := Settings.Get(cfg).token; t != "" {
+		write = func(h http.HandlerFunc) http.HandlerFunc { return api.Bearer(t, "servers", h) }
+	}
 	return []api.Route{
-		{Pattern: "PUT /v1/servers/{registry}/{server_id}", Handler: s.put},
+		{Pattern: "PUT /v1/servers/{registry}/{server_id}", Handler: write(s.put)},
 		{Pattern: "GET /v1/servers/{registry}", Handler: func(w http.ResponseWriter, r *http.Request) {
 			s.list(w, r, r.PathValue("registry"))
 		}},
 		{Pattern: "DELETE /v1/servers/{registry}/{server_id}", Handler: api.Admin(cfg.AdminToken, s.delete), Admin: true},
 		{Pattern: "GET /servers", Handler: func(w http.ResponseWriter, r *http.Request) { s.list(w, r, defaultRegistry) }},
-		{Pattern: "POST /servers", Handler: s.postLegacy},
+		{Pattern: "POST /servers", Handler: write(s.postLegacy)},
 	}
 }
 

@@ -46,11 +46,15 @@ import (
 // KindName is the actor kind's name.
 const KindName = "server-registry"
 
-// Config holds the kind's limits, the domain's settings (see Settings). Both must be positive
-// (the settings' checks ensure it).
+// Config holds the domain's settings (see Settings): the kind's limits, both positive (the
+// settings' checks ensure it), and the token file of the registry's writes, which only the
+// HTTP routes read.
 type Config struct {
 	TTL        time.Duration // --server-ttl: entries not seen for this long are not live
 	MaxServers int           // --max-servers: live entries per registry
+	TokenFile  string        // --servers-token-file: "" leaves writes open
+
+	token string // read from TokenFile when the configuration loads
 }
 
 // Methods of a registry actor.

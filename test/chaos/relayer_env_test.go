@@ -260,6 +260,7 @@ type ledgerReport struct {
 	landed        int // transactions of the account's keys (not foreign) that landed
 	resends       int // refused entries for hashes that landed (identical bytes sent again)
 	replaced      int // intents signed more than once
+	lost          int // transactions of the relayer the node lost (the lose fault)
 	ownInvalid    []string
 	byKeyLanded   map[string]int
 	foreignLanded int
@@ -277,9 +278,11 @@ type intentView struct {
 // exactly one intent, and each intent that is not rejected has exactly one landed
 // transaction, its final one (a rejected one none); no hash an answer showed for an intent
 // other than its final one ever landed; per key, landed nonces strictly increase in ledger
-// order; and no transaction of the relayer was refused or dropped for its nonce (InvalidNonce)
-// unless a foreign sender's transaction on that key explains it: it landed before, with a
-// nonce at least as large. Violations are test errors.
+// order; no transaction of the relayer was refused or dropped for its nonce (InvalidNonce)
+// unless a foreign sender's transaction on that key explains it (it landed before, with a
+// nonce at least as large) or the node lost it before (the lose fault: a later nonce then
+// lands first); and no transaction an answer showed and that did not land was replaced
+// unless the same explains it. Violations are test errors.
 func (e *relayerEnv) checkLedger(t *testing.T, intents map[string]*intentView) ledgerReport {
 	t.Helper()
 	ledger := e.fake.Ledger()
@@ -303,9 +306,18 @@ func (e *relayerEnv) checkLedger(t *testing.T, intents map[string]*intentView) l
 	foreignAt := map[string]LedgerSeqNonce{} // public key → the last foreign landing so far
 	invalidSeen := map[string]bool{}
 	own := func(l fakenear.LedgerEntry) bool { return l.Signer == relayAccount && !l.Foreign }
+	lostHash := map[string]bool{}
+	explained := map[string]bool{} // hashes whose replacement a foreign sender or a loss explains
 	for _, l := range ledger {
-		if l.Kind == fakenear.Landed {
+		switch {
+		case l.Kind == fakenear.Landed:
 			landedHash[l.Hash] = true
+		case l.Kind == fakenear.Lost && own(l):
+			if !lostHash[l.Hash] {
+				rep.lost++
+			}
+			lostHash[l.Hash] = true
+			explained[l.Hash] = true
 		}
 	}
 	for _, l := range ledger {
@@ -345,7 +357,11 @@ func (e *relayerEnv) checkLedger(t *testing.T, intents map[string]*intentView) l
 				continue
 			}
 			if f, ok := foreignAt[l.PublicKey]; ok && l.Nonce <= f.nonce {
+				explained[l.Hash] = true
 				continue // a foreign sender took the nonce
+			}
+			if lostHash[l.Hash] {
+				continue // the node lost it, and a later nonce landed meanwhile
 			}
 			if invalidSeen[l.Hash] {
 				continue
@@ -364,8 +380,13 @@ func (e *relayerEnv) checkLedger(t *testing.T, intents map[string]*intentView) l
 			t.Errorf("intent %s (%s, tx %v): %d landed transactions, want %d", idem, v.final.Status, deref(v.final.TxHash), landings[idem], want)
 		}
 		for h := range v.hashes {
-			if (v.final.TxHash == nil || h != *v.final.TxHash) && landedHash[h] {
+			if v.final.TxHash != nil && h == *v.final.TxHash {
+				continue
+			}
+			if landedHash[h] {
 				t.Errorf("intent %s: tx %s, which an answer showed before the final %s, landed", idem, h, deref(v.final.TxHash))
+			} else if !explained[h] {
+				t.Errorf("intent %s: tx %s, which an answer showed, was replaced by %s with no foreign sender or loss to explain it", idem, h, deref(v.final.TxHash))
 			}
 		}
 	}

@@ -26,9 +26,10 @@ const (
 )
 
 // TestRelayerExactlyOnce: 200 transfer intents posted concurrently through every node of a
-// three-node cluster, over a NEAR node that drops 20% of the answers to send_tx after
-// applying the transaction and answers TIMEOUT_ERROR to 5% of the transaction calls (send_tx,
-// tx). Meanwhile the node leading the partition of the busiest access key is SIGKILLed (the
+// three-node cluster, over a NEAR node that answers 503 to 10% of all calls without handling
+// them (as a provider's load balancer does), loses 5% of the transactions sent (accepted,
+// never pooled), drops 20% of the answers to send_tx after applying the transaction and
+// answers TIMEOUT_ERROR to 5% of the transaction calls (send_tx, tx). Meanwhile the node leading the partition of the busiest access key is SIGKILLed (the
 // clients go on through the survivors) and restarted on its data, and a foreign sender of
 // another key moves its nonce 1000 ahead. Every intent must succeed; its transaction must
 // land exactly once; no other transaction of the account may land; per key the landed nonces
@@ -42,6 +43,8 @@ func TestRelayerExactlyOnce(t *testing.T) {
 	env := startRelayerEnv(t, seed, exactlyOnceKeys, 100*time.Millisecond, fakenear.Faults{
 		Latency: 2 * time.Millisecond, Jitter: 3 * time.Millisecond,
 		Rules: []fakenear.FaultRule{
+			{Kind: fakenear.FaultStatus, Status: 503, Rate: 0.1},
+			{Kind: fakenear.FaultLose, Rate: 0.05, Methods: []string{"send_tx"}},
 			{Kind: fakenear.FaultDropResponse, Rate: 0.2, Methods: []string{"send_tx"}},
 			{Kind: fakenear.FaultTimeout, Rate: 0.05, Methods: []string{"send_tx", "tx", "EXPERIMENTAL_tx_status"}},
 		},
@@ -220,7 +223,7 @@ func TestRelayerExactlyOnce(t *testing.T) {
 	t.Logf("took %s (POSTs %s, settling %s); %d intents, %d transactions landed (per key: %s), %d foreign",
 		time.Since(begin).Round(time.Millisecond), postTook.Round(time.Millisecond), settleTook.Round(time.Millisecond),
 		len(idems), rep.landed, landedPerKey(env.keys, rep.byKeyLanded), rep.foreignLanded)
-	t.Logf("signatures per intent (attempts): %s; intents signed more than once: %d", histogram(attempts), rep.replaced)
+	t.Logf("signatures per intent (attempts): %s; intents signed more than once: %d; transactions the node lost: %d", histogram(attempts), rep.replaced, rep.lost)
 	t.Logf("POST attempts per intent until answered: %s", histogram(posts))
 	t.Logf("identical bytes re-sent after landing (refused re-sends in the ledger): %d; relayer transactions refused for their nonce without a foreign sender: %d",
 		rep.resends, len(rep.ownInvalid))

@@ -260,6 +260,14 @@ func (c *chain) checkOnly(signed *near.SignedTransaction, hash near.Hash) *txErr
 	return err
 }
 
+// freshCheck is the check of signed a node makes when it has never seen it: no allowance
+// for a re-send of a transaction that landed (the lie fault).
+func (c *chain) freshCheck(signed *near.SignedTransaction) *txError {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.validate(signed, c.head())
+}
+
 // forwarding reports whether a late endpoint holds transaction h.
 func (c *chain) forwarding(h near.Hash) bool { return c.heldBy(h, "") }
 

@@ -30,6 +30,12 @@ const (
 	// transaction of the same key and nonce enters the pool just before it, so the one sent
 	// never lands (dropped: InvalidNonce).
 	FaultForeignNonce FaultKind = "foreign_nonce"
+	// FaultLie answers as a node that has never seen the transaction, whatever happened to it:
+	// a status query gets UNKNOWN_TRANSACTION, or with the signed bytes the refusal a fresh
+	// check gives (InvalidNonce once the nonce was used, by this transaction landing too); a
+	// send gets that refusal even with wait_until NONE, and is not passed on. A hostile,
+	// intercepted or badly broken node: only another node can contradict it.
+	FaultLie FaultKind = "lie"
 )
 
 // submitMethods are the methods that send a transaction: the only ones FaultLose and
@@ -70,7 +76,7 @@ func (f Faults) check() error {
 	}
 	for i, r := range f.Rules {
 		switch r.Kind {
-		case FaultDropResponse, FaultTimeout, FaultLose, FaultForeignNonce:
+		case FaultDropResponse, FaultTimeout, FaultLose, FaultForeignNonce, FaultLie:
 		case FaultStatus:
 			if r.Status != 0 && (r.Status < 400 || r.Status > 599) {
 				return fmt.Errorf("fakenear: fault rule %d: status %d is not a 4xx or 5xx", i, r.Status)

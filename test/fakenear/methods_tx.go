@@ -140,6 +140,11 @@ func (e *Endpoint) submission(signed *near.SignedTransaction, hash near.Hash, d 
 // became invalid (dropped) meanwhile, or TIMEOUT_ERROR.
 func (e *Endpoint) send(ctx context.Context, signed *near.SignedTransaction, hash near.Hash, wait near.TxExecutionStatus, d decision) (json.RawMessage, *rpcError) {
 	c := e.fake.chain
+	if d.kind == FaultLie {
+		if err := c.freshCheck(signed); err != nil {
+			return nil, errInvalidTransaction(err)
+		}
+	}
 	if wait == near.TxNone {
 		c.submit(e.submission(signed, hash, d, true))
 		if d.kind == FaultTimeout {
@@ -203,6 +208,14 @@ func (e *Endpoint) txStatus(ctx context.Context, params json.RawMessage, receipt
 	}
 	if d.kind == FaultTimeout {
 		return nil, errTimeout()
+	}
+	if d.kind == FaultLie {
+		if signed != nil {
+			if err := e.fake.chain.freshCheck(signed); err != nil {
+				return nil, errInvalidTransaction(err)
+			}
+		}
+		return nil, errUnknownTransaction(hash)
 	}
 	return e.await(ctx, hash, sender, signed, wait, receipts)
 }

@@ -28,7 +28,8 @@ func Domain() domain.Domain {
 	}
 }
 
-func routes(caller api.Caller, cfg config.Config) []api.Route {
+func routes(env domain.Env, cfg config.Config) []api.Route {
+	caller := env.Caller
 	return []api.Route{{Pattern: "POST /test/{kind}/{id}/{method}", Handler: func(w http.ResponseWriter, r *http.Request) {
 		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
 		if err != nil {

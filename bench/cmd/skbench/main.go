@@ -151,7 +151,7 @@ func parseFlags(args []string) (options, error) {
 	fs.IntVar(&o.servers, "servers", 1000, "server ids the heartbeat workload rotates over")
 	fs.BoolVar(&o.keep, "keep", false, "keep the temporary directory (data, logs, binary)")
 	fs.BoolVar(&o.skipRelayer, "skip-relayer", false, "do not run the relayer workload (one node only)")
-	fs.DurationVar(&o.relayerLatency, "relayer-latency", 50*time.Millisecond, "one-way network delay of the fake NEAR node's connections in the relayer workload")
+	fs.DurationVar(&o.relayerLatency, "relayer-latency", 2*time.Millisecond, "one-way network delay of the fake NEAR node's connections in the relayer workload (an RPC node beside the relayer; a key sends one transaction per round trip)")
 	fs.StringVar(&o.profile, "profile", "", "directory: write CPU and allocation profiles of every shardkeeper node, and a CPU profile of the load generator, for the measured time of each run at --profile-clients (read them with bench/cmd/skbudget)")
 	fs.IntVar(&o.profileClients, "profile-clients", 64, "the client count whose runs --profile profiles (with --scale: per node)")
 	fs.BoolVar(&o.skipChain, "skip-chain", false, "do not run the attestation chain workload (one node only)")

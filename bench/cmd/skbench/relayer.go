@@ -32,8 +32,10 @@ import (
 // key submitted and not yet landed (the window): 1 shows the latency of an intent alone, 64
 // (twice the default --relayer-max-in-flight) keeps the key's pipeline full, so the landed
 // rate is the key's throughput. With 8 keys the intents are spread evenly over them.
+// shardkeeper's endpoint fails as public providers do (relayerFaults), and the ledger must
+// show no transaction of the relayer refused for its nonce that a loss does not explain.
 //
-// Beside it, on the same fake chain, the sequential sender: what a relayer without a
+// Beside it, on the same fake chain through a clean endpoint, the sequential sender: what a relayer without a
 // transaction manager does with one key — sign with the next nonce, send_tx waiting for
 // EXECUTED_OPTIMISTIC (near-api-js's default), then the next.
 const (
@@ -79,6 +81,11 @@ type relayerBench struct {
 	waiting map[uint64]*pending // deposit → intent not landed yet
 	landed  map[uint64]int      // deposit → landings (more than one is a double landing)
 	cond    *sync.Cond
+	// The ledger's verdicts on the relayer's transactions: those the node lost, those that
+	// landed, and the refusals or drops for their nonce (InvalidNonce) of transactions that
+	// did not land, all and those no loss explains (a later nonce landing first).
+	lost, landedHash    map[string]bool
+	invalid, ownInvalid int
 }
 
 // pending is one intent posted and not landed yet.
@@ -90,7 +97,7 @@ type pending struct {
 
 // runRelayer measures the relayer rows and the sequential sender.
 func runRelayer(ctx context.Context, o options, bin, tmp string, rows *[]row) error {
-	b := &relayerBench{waiting: map[uint64]*pending{}, landed: map[uint64]int{}}
+	b := &relayerBench{waiting: map[uint64]*pending{}, landed: map[uint64]int{}, lost: map[string]bool{}, landedHash: map[string]bool{}}
 	b.cond = sync.NewCond(&b.mu)
 	rich, _ := near.ParseU128("1000000000000000000000000000000000")
 	acct := fakenear.Account{ID: relayerAccount, Balance: rich}
@@ -113,12 +120,20 @@ func runRelayer(ctx context.Context, o options, bin, tmp string, rows *[]row) er
 		return err
 	}
 	defer b.fake.Close()
+	// The sequential sender gets a clean endpoint (it has no answer to a fault); shardkeeper one
+	// that fails as public providers do: 503 to some calls without handling them, and some
+	// transactions sent accepted and lost.
 	ep, err := b.fake.Listen("127.0.0.1:0", fakenear.EndpointConfig{Faults: fakenear.Faults{Latency: o.relayerLatency}})
 	if err != nil {
 		return err
 	}
 	b.rpc = ep.URL()
-	logf("fake NEAR at %s: a block every %v, %v one-way latency on every connection", b.rpc, relayerBlock, o.relayerLatency)
+	faulty, err := b.fake.Listen("127.0.0.1:0", fakenear.EndpointConfig{Faults: fakenear.Faults{Latency: o.relayerLatency, Rules: relayerFaults}})
+	if err != nil {
+		return err
+	}
+	logf("fake NEAR at %s (sequential sender) and %s (shardkeeper: %s): a block every %v, %v one-way latency on every connection",
+		b.rpc, faulty.URL(), relayerFaultsText, relayerBlock, o.relayerLatency)
 
 	if err := b.runSequential(ctx, o, rows); err != nil {
 		return err
@@ -137,7 +152,7 @@ func runRelayer(ctx context.Context, o options, bin, tmp string, rows *[]row) er
 		return err
 	}
 	b.node, err = startShardkeeper(ctx, bin, dir, o.partitions,
-		"--relayer-keys", keysFile, "--relayer-token-file", tokenFile, "--near-rpc", b.rpc)
+		"--relayer-keys", keysFile, "--relayer-token-file", tokenFile, "--near-rpc", faulty.URL())
 	if err != nil {
 		return err
 	}
@@ -161,8 +176,21 @@ func runRelayer(ctx context.Context, o options, bin, tmp string, rows *[]row) er
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	logf("the relayer's transactions: %d lost by the node, %d refused or dropped for their nonce (%d of them with no loss to explain it)",
+		len(b.lost), b.invalid, b.ownInvalid)
+	if b.ownInvalid > 0 {
+		return fmt.Errorf("%d transactions of the relayer were refused or dropped for their nonce with no loss to explain it", b.ownInvalid)
+	}
 	return atMostOnce(b.landed, "the intent of deposit %v landed %d times")
 }
+
+// relayerFaults are the faults of shardkeeper's NEAR endpoint.
+var relayerFaults = []fakenear.FaultRule{
+	{Kind: fakenear.FaultStatus, Status: 503, Rate: 0.1},
+	{Kind: fakenear.FaultLose, Rate: 0.05, Methods: []string{"send_tx"}},
+}
+
+const relayerFaultsText = "503 to 10% of calls before handling them, 5% of sends lost"
 
 // watchLedger reads the fake's ledger as it grows and ends the wait of every intent whose
 // transfer landed (found by its deposit, unique per intent).
@@ -173,9 +201,24 @@ func (b *relayerBench) watchLedger(ctx context.Context) {
 		entries := b.fake.LedgerSince(b.read)
 		b.read += len(entries)
 		for _, e := range entries {
-			if e.Kind != fakenear.Landed || e.Signer != relayerAccount || e.Foreign || e.PublicKey == seqKey {
+			if e.Signer != relayerAccount || e.Foreign || e.PublicKey == seqKey {
 				continue
 			}
+			switch e.Kind {
+			case fakenear.Lost:
+				b.lost[e.Hash] = true
+			case fakenear.Refused, fakenear.Dropped:
+				if e.ReasonName == "InvalidNonce" && !b.landedHash[e.Hash] {
+					b.invalid++
+					if !b.lost[e.Hash] {
+						b.ownInvalid++
+					}
+				}
+			}
+			if e.Kind != fakenear.Landed {
+				continue
+			}
+			b.landedHash[e.Hash] = true
 			var acts []struct {
 				Transfer *struct {
 					Deposit string `json:"deposit"`
@@ -412,7 +455,10 @@ func printRelayer(w io.Writer, rows []row, latency time.Duration) {
 		return
 	}
 	verdict := map[bool]string{true: "met", false: "NOT met"}
-	fmt.Fprintf(w, "\nrelayer (fake NEAR, a block every %v, %v one-way RPC latency), intents landed per second:\n", relayerBlock, latency)
+	fmt.Fprintf(w, "\nrelayer (fake NEAR, a block every %v, %v one-way RPC latency; shardkeeper's endpoint: %s), intents landed per second:\n",
+		relayerBlock, latency, relayerFaultsText)
+	fmt.Fprintf(w, "  a key sends one transaction per round trip to its RPC node, so at most %.0f/s at this latency; more keys send more\n",
+		float64(time.Second)/float64(2*latency))
 	if seqOK && seq.OpsPerS > 0 {
 		fmt.Fprintf(w, "  1 key:  shardkeeper %.0f/s vs a sequential sender %.1f/s: %.1f×\n", one.OpsPerS, seq.OpsPerS, one.OpsPerS/seq.OpsPerS)
 	}
