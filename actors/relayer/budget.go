@@ -151,34 +151,58 @@ func (budgetActor) charge(ctx *actors.Context, req ChargeRequest) ([]byte, error
 // charges left. Its writes stand also when the charge is then refused: they change no
 // answer, and a budget refused again and again must still see its window move on.
 func prune(ctx *actors.Context, from int64) (*big.Int, error) {
-	sum, err := loadSum(ctx)
+	old, err := chargeTimes.Before(ctx, from, nil, pruneBatch)
 	if err != nil {
 		return nil, err
 	}
-	old, err := chargeTimes.Before(ctx, from, nil, pruneBatch)
+	sum, err := sumLeft(ctx, old)
 	if err != nil || len(old) == 0 {
 		return sum, err
 	}
 	for _, kv := range old {
-		_, name, err := chargeTimes.Parse(kv.Key)
-		if err != nil {
-			return nil, err
-		}
-		var c charge
-		if _, err := getJSON(ctx, chargeKey(name), &c); err != nil {
-			return nil, err
-		}
-		if v, ok := new(big.Int).SetString(c.Amount, 10); ok {
-			sum.Sub(sum, v)
-		}
+		_, name, _ := chargeTimes.Parse(kv.Key) // parsed by sumLeft
 		ctx.Delete(kv.Key)
 		ctx.Delete(chargeKey(name))
 	}
-	if sum.Sign() < 0 {
-		sum.SetInt64(0) // never below zero, whatever was stored
-	}
 	ctx.Put(keyChargeSum, []byte(sum.String()))
 	return sum, nil
+}
+
+// sumLeft is the stored sum of the charges less those of the time index entries gone (never
+// below zero, whatever was stored).
+func sumLeft(ctx *actors.Context, gone []actors.KV) (*big.Int, error) {
+	sum, err := loadSum(ctx)
+	if err != nil {
+		return nil, err
+	}
+	for _, kv := range gone {
+		_, v, err := chargeAt(ctx, kv.Key)
+		if err != nil {
+			return nil, err
+		}
+		sum.Sub(sum, v)
+	}
+	if sum.Sign() < 0 {
+		sum.SetInt64(0)
+	}
+	return sum, nil
+}
+
+// chargeAt reads the charge of a time index key: when it was made and its amount.
+func chargeAt(ctx *actors.Context, key []byte) (int64, *big.Int, error) {
+	at, name, err := chargeTimes.Parse(key)
+	if err != nil {
+		return 0, nil, err
+	}
+	var c charge
+	if _, err := getJSON(ctx, chargeKey(name), &c); err != nil {
+		return 0, nil, err
+	}
+	v, ok := new(big.Int).SetString(c.Amount, 10)
+	if !ok {
+		v = new(big.Int)
+	}
+	return at, v, nil
 }
 
 // fitsAfter is how long until enough of the window's charges age out to free excess: the
@@ -191,18 +215,11 @@ func fitsAfter(ctx *actors.Context, windowMS, now, from int64, excess *big.Int) 
 	}
 	freed := new(big.Int)
 	for _, kv := range live {
-		at, name, err := chargeTimes.Parse(kv.Key)
+		at, v, err := chargeAt(ctx, kv.Key)
 		if err != nil {
 			return 0, err
 		}
-		var c charge
-		if _, err := getJSON(ctx, chargeKey(name), &c); err != nil {
-			return 0, err
-		}
-		if v, ok := new(big.Int).SetString(c.Amount, 10); ok {
-			freed.Add(freed, v)
-		}
-		if freed.Cmp(excess) >= 0 {
+		if freed.Add(freed, v).Cmp(excess) >= 0 {
 			return max(time.Duration(at+windowMS-now)*time.Millisecond, time.Millisecond), nil
 		}
 	}
@@ -211,29 +228,13 @@ func fitsAfter(ctx *actors.Context, windowMS, now, from int64, excess *big.Int) 
 
 // usage answers the deposits charged in the window, without writing.
 func (budgetActor) usage(ctx *actors.Context, req UsageRequest) ([]byte, error) {
-	sum, err := loadSum(ctx)
-	if err != nil {
-		return nil, err
-	}
 	old, err := chargeTimes.Before(ctx, ctx.Now().UnixMilli()-req.Window+1, nil, 0)
 	if err != nil {
 		return nil, err
 	}
-	for _, kv := range old {
-		_, name, err := chargeTimes.Parse(kv.Key)
-		if err != nil {
-			return nil, err
-		}
-		var c charge
-		if _, err := getJSON(ctx, chargeKey(name), &c); err != nil {
-			return nil, err
-		}
-		if v, ok := new(big.Int).SetString(c.Amount, 10); ok {
-			sum.Sub(sum, v)
-		}
-	}
-	if sum.Sign() < 0 {
-		sum.SetInt64(0)
+	sum, err := sumLeft(ctx, old)
+	if err != nil {
+		return nil, err
 	}
 	return json.Marshal(Usage{Used: sum.String()})
 }

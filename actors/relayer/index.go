@@ -128,7 +128,7 @@ func (indexActor) lookup(ctx *actors.Context, req GetRequest) ([]byte, error) {
 	if !ok {
 		return nil, unknownIntent(req.IdempotencyKey)
 	}
-	return json.Marshal(Placement{Key: e.Key, RequestHash: e.RequestHash})
+	return json.Marshal(Placement(e))
 }
 
 func (indexActor) move(ctx *actors.Context, req MoveRequest) ([]byte, error) {
