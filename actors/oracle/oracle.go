@@ -27,10 +27,10 @@
 // User keys of one shard actor:
 //
 //	n/<nonce>                          record (JSON): org_id, issued_at, expires_at, remove_at,
-//	                                   used_at and request_id once consumed, counted (the
-//	                                   epoch that counted it toward the bound, if any)
-//	t/<remove_at u64 BE><nonce>        the removal index, earliest first (a kit.TimeIndex);
-//	                                   value: the org_id when the nonce is counted, else empty
+//	                                   used_at and request_id once consumed; c, while it is
+//	                                   unused, the epoch that counted it toward the bound
+//	t/<remove_at u64 BE><nonce>        empty; the removal index, earliest first (a
+//	                                   kit.TimeIndex)
 //	o/<org_id>                         the organisation's mark: at least its counted, unused
 //	                                   nonces here (a kit.Counter, absent at zero;
 //	                                   outstanding.go)
@@ -66,7 +66,7 @@
 // A nonce counts from its issue until its first successful consume, or, unused, until the gc
 // alarm deletes it at remove_at: an expired unused nonce keeps counting for the retention
 // after its expiry, which errs toward counting. A repeated or refused consume changes nothing.
-// Whether a nonce counts is stored with it (record.Counted, the t/ value): nonces issued with
+// Whether a nonce counts is stored with it (record.Counted): nonces issued with
 // the bound at 0, or before counting existed (an upgrade), never count (for at most one TTL
 // after the bound is set, an organisation may hold that many more).
 //
@@ -290,7 +290,8 @@ type shard struct {
 
 // record is the value of an n/ key. UsedAt is 0 while the nonce is unused. Counted is the
 // epoch that counted the nonce toward its organisation's bound (outstanding.go), 0 when none
-// did: its first consume, or its removal unused, uncounts it.
+// did: its first consume, which clears it, or its removal unused, uncounts it. (Its JSON name
+// is short: it is written with every nonce.)
 type record struct {
 	OrgID     string `json:"org_id"`
 	IssuedAt  int64  `json:"issued_at"`
@@ -298,7 +299,7 @@ type record struct {
 	RemoveAt  int64  `json:"remove_at"`
 	UsedAt    int64  `json:"used_at,omitempty"`
 	RequestID string `json:"request_id,omitempty"`
-	Counted   int64  `json:"counted,omitempty"`
+	Counted   int64  `json:"c,omitempty"`
 }
 
 var (
@@ -332,7 +333,7 @@ func (s *shard) Receive(ctx *actors.Context, req actors.Request) (reply []byte, 
 }
 
 // issue stores a fresh nonce for in.OrgID, counted when there is a bound: too_many_outstanding,
-// writing nothing, when the organisation holds perShard unused nonces here already.
+// writing nothing, when the organisation counts perShard unused nonces here already (admit).
 //
 // It does not look for an existing record of the new nonce: the 256 bits come from
 // crypto/rand, which never returns an error (the program crashes instead), so two equal
@@ -348,13 +349,11 @@ func (s *shard) issue(ctx *actors.Context, in IssueRequest) ([]byte, error) {
 	now := ctx.Now().UnixMilli()
 	rec := record{OrgID: in.OrgID, IssuedAt: now, ExpiresAt: now + s.cfg.TTL.Milliseconds()}
 	rec.RemoveAt = rec.ExpiresAt + s.cfg.Retention.Milliseconds()
-	entry := []byte{}
 	if s.perShard > 0 {
 		if err := s.admit(ctx, in.OrgID, rec.RemoveAt); err != nil {
 			return nil, err
 		}
 		rec.Counted = s.counts.epoch
-		entry = []byte(in.OrgID)
 	}
 	nonce := generate(ctx.ID())
 	reply, err := json.Marshal(Issued{Nonce: nonce, OrgID: rec.OrgID, IssuedAt: rec.IssuedAt, ExpiresAt: rec.ExpiresAt})
@@ -364,7 +363,7 @@ func (s *shard) issue(ctx *actors.Context, in IssueRequest) ([]byte, error) {
 	if err := s.put(ctx, nonce, rec); err != nil {
 		return nil, err
 	}
-	removeIndex.Put(ctx, rec.RemoveAt, nonce, entry)
+	removeIndex.Put(ctx, rec.RemoveAt, nonce, []byte{})
 	if err := s.gc.Arm(ctx, rec.RemoveAt); err != nil {
 		return nil, err
 	}
@@ -426,7 +425,8 @@ func (s *shard) consume(ctx *actors.Context, in ConsumeRequest) ([]byte, error) 
 	if now >= rec.ExpiresAt {
 		return nil, actors.Errorf("nonce_expired", "the nonce expired at %d", rec.ExpiresAt)
 	}
-	rec.UsedAt, rec.RequestID = now, in.RequestID
+	counted := rec.Counted // used, the nonce counts no more: the record need not say by whom
+	rec.UsedAt, rec.RequestID, rec.Counted = now, in.RequestID, 0
 	reply, err := json.Marshal(Consumed{Nonce: in.Nonce, UsedAt: now})
 	if err != nil {
 		return nil, err
@@ -434,8 +434,8 @@ func (s *shard) consume(ctx *actors.Context, in ConsumeRequest) ([]byte, error) 
 	if err := s.put(ctx, in.Nonce, rec); err != nil {
 		return nil, err
 	}
-	if rec.Counted != 0 && s.perShard > 0 {
-		if err := s.release(ctx, in.OrgID, rec.Counted); err != nil {
+	if counted != 0 && s.perShard > 0 {
+		if err := s.release(ctx, in.OrgID, counted); err != nil {
 			return nil, err
 		}
 	}
@@ -529,8 +529,8 @@ func (s *shard) collect(ctx *actors.Context, a actors.Alarm) error {
 			next, firstLeft = now, at
 			break
 		}
-		if len(kv.Value) > 0 && s.perShard > 0 { // counted: the value is the org_id
-			if err := s.removing(ctx, string(kv.Value), nonce, touched); err != nil {
+		if s.perShard > 0 {
+			if err := s.removing(ctx, nonce, touched); err != nil {
 				return err
 			}
 		}

@@ -18,7 +18,8 @@ import (
 // oracle's throughput.
 //
 // An activation counts in an epoch, a random number (counts.epoch) that every nonce it
-// counts stores in its record (record.Counted); a new epoch begins with each activation, and
+// counts stores in its record until consumed (record.Counted); a new epoch begins with each
+// activation, and
 // whenever the memory is lost (a message's writes rolled back, or too many organisations).
 // For each organisation the epoch keeps (count):
 //
@@ -32,21 +33,22 @@ import (
 // Invariant, after every committed message: C ≤ mark. An issue that takes own + old past
 // the mark raises it to own + old + slack (at most perShard), so an organisation growing by
 // one nonce at a time writes its mark once per slack issues, and one issuing and consuming
-// writes it once per epoch. Consumes never write it. The gc alarm lowers it when the count
-// is exact and far below (by 2 slack), and deletes it when the organisation holds no nonce
-// counted in the epoch and none from before; the epoch's first firing after counts.past
-// deletes the marks of every organisation the epoch holds nothing of.
+// writes it once per epoch. Consumes never write it. When the gc alarm removes a nonce of an
+// organisation whose count is exact (old is 0), it lowers a mark above count + 2 slack to
+// count + slack, and deletes it at a count of 0 once the last nonce the epoch counted for the
+// organisation is due (an organisation issuing and consuming keeps it). The epoch's first
+// firing after counts.past deletes the marks of the organisations it counts nothing of.
 //
-// So a shard refuses an organisation only when own + old reaches perShard: exactly at the
-// bound within an epoch, and up to the mark's excess (at most 2 slack when the gc last
-// tidied it) early in the TTL and retention after a new epoch — errs toward counting, never
-// past the bound.
+// So a shard refuses an organisation when own + old reaches perShard: exactly at the bound
+// within an epoch; after a new epoch, early by the mark's excess over the count — at most
+// 2 slack after the gc last lowered it, more when the organisation consumed much since —
+// until the nonces stored before are collected (TTL and retention later). It errs toward
+// counting, never past the bound.
 
 // maxCountedOrgs bounds the organisations one epoch keeps counts of (about 100 bytes each).
-// Past it, those holding no unused nonce counted in the epoch are forgotten (read again,
-// their count is their mark, or 0 once counts.past: an upper bound, and exact with nothing
-// counted in the epoch); when that frees less than half, the epoch ends after the message,
-// and the next one starts from the marks.
+// Past it, the epoch forgets those with own at 0: read again, their old is their mark (0
+// once counts.past), still an upper bound. When that frees less than half, the epoch ends
+// after the message, and the next one starts from the marks.
 const maxCountedOrgs = 4096
 
 // count is an organisation's count in the current epoch.
@@ -85,7 +87,9 @@ func (s *shard) begin(ctx *actors.Context) error {
 	if err != nil {
 		return err
 	}
-	c := counts{epoch: mrand.Int64N(1<<48-1) + 1, past: true, orgs: map[string]*count{}}
+	// 32 random bits: another epoch whose nonces are still stored has the same number about
+	// once in 4·10^9 new epochs.
+	c := counts{epoch: int64(mrand.Uint32N(1<<32-1)) + 1, past: true, orgs: map[string]*count{}}
 	if len(kvs) > 0 {
 		if c.z, _, err = removeIndex.Parse(kvs[0].Key); err != nil {
 			return fmt.Errorf("nonce oracle %s: %w", ctx.ID(), err)
@@ -113,9 +117,9 @@ func (s *shard) count(ctx *actors.Context, org string) (*count, error) {
 		c.old = mark
 	}
 	if len(s.counts.orgs) >= maxCountedOrgs {
-		for org, c := range s.counts.orgs {
-			if c.own == 0 {
-				delete(s.counts.orgs, org)
+		for other, oc := range s.counts.orgs {
+			if oc.own == 0 {
+				delete(s.counts.orgs, other)
 			}
 		}
 		s.counts.end = len(s.counts.orgs) >= maxCountedOrgs/2
@@ -157,17 +161,9 @@ func (s *shard) release(ctx *actors.Context, org string, epoch int64) error {
 	return nil
 }
 
-// removing takes the removal of a counted nonce of org by the gc alarm, and notes org in
-// touched: an unused nonce is released (only a non-zero count needs its record read).
-func (s *shard) removing(ctx *actors.Context, org, nonce string, touched map[string]*count) error {
-	c, err := s.count(ctx, org)
-	if err != nil {
-		return err
-	}
-	touched[org] = c
-	if c.own+c.old == 0 {
-		return nil // nothing of org counts: the nonce was used
-	}
+// removing takes the removal of a nonce by the gc alarm: a counted one is released unless
+// its consume did, and its organisation noted in touched.
+func (s *shard) removing(ctx *actors.Context, nonce string, touched map[string]*count) error {
 	v, found, err := ctx.Get(nonceKey(nonce))
 	if err != nil || !found {
 		return err
@@ -176,10 +172,18 @@ func (s *shard) removing(ctx *actors.Context, org, nonce string, touched map[str
 	if err := json.Unmarshal(v, &rec); err != nil {
 		return fmt.Errorf("nonce oracle %s: record of %q: %w", ctx.ID(), nonce, err)
 	}
-	if rec.UsedAt != 0 || rec.Counted == 0 {
-		return nil
+	if rec.Counted == 0 && rec.UsedAt == 0 {
+		return nil // never counted
 	}
-	return s.release(ctx, org, rec.Counted)
+	c, err := s.count(ctx, rec.OrgID)
+	if err != nil {
+		return err
+	}
+	touched[rec.OrgID] = c
+	if rec.UsedAt != 0 {
+		return nil // its consume released it
+	}
+	return s.release(ctx, rec.OrgID, rec.Counted)
 }
 
 // tidy lowers or deletes the marks of the organisations a gc firing touched, and once the
