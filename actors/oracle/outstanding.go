@@ -19,9 +19,8 @@ import (
 //
 // An activation counts in an epoch, a random number (counts.epoch) that every nonce it
 // counts stores in its record until consumed (record.Counted); a new epoch begins with each
-// activation, and
-// whenever the memory is lost (a message's writes rolled back, or too many organisations).
-// For each organisation the epoch keeps (count):
+// activation, and whenever the memory is lost (a message's writes rolled back, or too many
+// organisations). For each organisation the epoch keeps (count):
 //
 //   - own: its nonces counted in this epoch, unused and not removed — exact;
 //   - old: its nonces counted in earlier epochs, unused and not removed — an upper bound,
@@ -44,6 +43,10 @@ import (
 // 2 slack after the gc last lowered it, more when the organisation consumed much since —
 // until the nonces stored before are collected (TTL and retention later). It errs toward
 // counting, never past the bound.
+//
+// The gc alarm reads the record of every nonce it removes (with a bound set), to release the
+// unused ones and tidy their organisations' marks: a point read per nonce, off the request
+// path.
 
 // maxCountedOrgs bounds the organisations one epoch keeps counts of (about 100 bytes each).
 // Past it, the epoch forgets those with own at 0: read again, their old is their mark (0
