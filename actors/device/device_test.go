@@ -242,6 +242,32 @@ type modelNonce struct {
 	used   bool
 }
 
+// pickNonce picks a nonce for device id: of w = {n, a, b, c}, a draw r in [0, n) below a
+// takes an unused nonce of the device, below b one it used, below c any nonce issued, else one
+// never issued (falling through when there is none). Nonces are listed in issue order, so that
+// the seed replays the choices.
+func (m *model) pickNonce(rng *mrand.Rand, id string, w [4]int) string {
+	var unused, used, any []string
+	for _, n := range m.issued() {
+		switch mn := m.nonces[n]; {
+		case mn.device == id && !mn.used:
+			unused = append(unused, n)
+		case mn.device == id:
+			used = append(used, n)
+		}
+		any = append(any, n)
+	}
+	switch r := rng.IntN(w[0]); {
+	case r < w[1] && len(unused) > 0:
+		return unused[rng.IntN(len(unused))]
+	case r < w[2] && len(used) > 0:
+		return used[rng.IntN(len(used))]
+	case r < w[3] && len(any) > 0:
+		return any[rng.IntN(len(any))]
+	}
+	return base64.RawURLEncoding.EncodeToString(make([]byte, 32))
+}
+
 func (m *model) live(id string, now int64) *modelDevice {
 	d := m.devices[id]
 	if d == nil || now >= d.seen+m.cfg.DeviceTTL.Milliseconds() {
@@ -387,26 +413,7 @@ func TestRegistryAgainstModel(t *testing.T) {
 				}
 				// Mostly an unused nonce of this device, else one it used, any nonce issued,
 				// or one never issued.
-				var unused, used, any []string
-				for _, n := range m.issued() {
-					switch mn := m.nonces[n]; {
-					case mn.device == id && !mn.used:
-						unused = append(unused, n)
-					case mn.device == id:
-						used = append(used, n)
-					}
-					any = append(any, n)
-				}
-				switch r := rng.IntN(10); {
-				case r < 5 && len(unused) > 0:
-					req.Nonce = unused[rng.IntN(len(unused))]
-				case r < 8 && len(used) > 0:
-					req.Nonce = used[rng.IntN(len(used))]
-				case r < 9 && len(any) > 0:
-					req.Nonce = any[rng.IntN(len(any))]
-				default:
-					req.Nonce = base64.RawURLEncoding.EncodeToString(make([]byte, 32))
-				}
+				req.Nonce = m.pickNonce(rng, id, [4]int{10, 5, 8, 9})
 				signer := keys[rng.IntN(len(keys))]
 				if d := m.devices[id]; d != nil {
 					signer = keys[(d.key+rng.IntN(3)/2)%len(keys)] // the current key two times in three
@@ -491,26 +498,7 @@ func TestRegistryAgainstModel(t *testing.T) {
 			v := device.Verification{DeviceID: id}
 			// Mostly an unused nonce of this device, else one it used, any nonce issued, or one
 			// never issued.
-			var unused, used, any []string
-			for _, n := range m.issued() { // in issue order, so that the seed replays the choices
-				switch mn := m.nonces[n]; {
-				case mn.device == id && !mn.used:
-					unused = append(unused, n)
-				case mn.device == id:
-					used = append(used, n)
-				}
-				any = append(any, n)
-			}
-			switch r := rng.IntN(20); {
-			case r < 11 && len(unused) > 0:
-				v.Nonce = unused[rng.IntN(len(unused))]
-			case r < 15 && len(used) > 0:
-				v.Nonce = used[rng.IntN(len(used))]
-			case r < 18 && len(any) > 0:
-				v.Nonce = any[rng.IntN(len(any))]
-			default:
-				v.Nonce = base64.RawURLEncoding.EncodeToString(make([]byte, 32))
-			}
+			v.Nonce = m.pickNonce(rng, id, [4]int{20, 11, 15, 18})
 			k := keys[rng.IntN(len(keys))]
 			if d := m.devices[id]; d != nil {
 				k = keys[d.key] // the right key two times in three, else the other one

@@ -53,12 +53,22 @@ func startRelayer(t *testing.T, fake *fakenear.Fake, labels ...string) *apitest.
 		secrets = append(secrets, fmt.Sprintf("%q", s))
 	}
 	keys := writeFile(t, "keys.json", fmt.Sprintf(`{"accounts":[{"account_id":%q,"keys":[%s]}]}`, account, strings.Join(secrets, ",")))
+	return startNode(t, fake, keys, nil)
+}
+
+// startNode starts a node whose relayer reads keys, takes the relayer token and sends to the
+// fake's endpoints; mutate, if not nil, adjusts the options before they load.
+func startNode(t *testing.T, fake *fakenear.Fake, keys string, mutate func(*relayer.Options)) *apitest.Node {
+	t.Helper()
 	tokenFile := writeFile(t, "token", token+"\n")
 	return apitest.Start(t, func(c *config.Config) {
 		relayer.Settings.Update(c, func(o *relayer.Options) {
 			o.KeysFile, o.TokenFile = keys, tokenFile
 			for _, ep := range fake.Endpoints() {
 				o.RPC = append(o.RPC, ep.URL())
+			}
+			if mutate != nil {
+				mutate(o)
 			}
 			if err := o.Load(); err != nil {
 				t.Fatal(err)

@@ -15,7 +15,6 @@ import (
 
 	"github.com/shardkeeper/shardkeeper/actors/relayer"
 	"github.com/shardkeeper/shardkeeper/api/apitest"
-	"github.com/shardkeeper/shardkeeper/config"
 	"github.com/shardkeeper/shardkeeper/near"
 	"github.com/shardkeeper/shardkeeper/test/fakenear"
 )
@@ -55,21 +54,7 @@ func startPolicyRelayerWith(t *testing.T, fake *fakenear.Fake, dir, policy strin
 	if err := os.WriteFile(filepath.Join(dir, "own.token"), []byte(accountToken+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	tokenFile := writeFile(t, "token", token+"\n")
-	return apitest.Start(t, func(c *config.Config) {
-		relayer.Settings.Update(c, func(o *relayer.Options) {
-			o.KeysFile, o.TokenFile = keys, tokenFile
-			for _, ep := range fake.Endpoints() {
-				o.RPC = append(o.RPC, ep.URL())
-			}
-			if mutate != nil {
-				mutate(o)
-			}
-			if err := o.Load(); err != nil {
-				t.Fatal(err)
-			}
-		})
-	})
+	return startNode(t, fake, keys, mutate)
 }
 
 func startPolicyFake(t *testing.T) *fakenear.Fake {
