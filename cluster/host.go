@@ -112,6 +112,8 @@ type group struct {
 	leaders chan raft.Observation // LeaderObservations of this instance
 	// progress is the followers' replication as this node saw it while leading.
 	progress progress
+	// refusals tells how long Raft has refused writes for a transfer in progress (stuck.go).
+	refusals transferRefusals
 	// stopping is closed when the group stops here for good (a merge, or the host's Close);
 	// stopped once its Raft instance and transport are shut down; watched once its
 	// leadership watcher, if watching (set under Host.mu), has returned.
@@ -175,6 +177,8 @@ func NewHost(cfg HostConfig) (*Host, error) {
 		}
 	}
 	close(h.opened)
+	h.wg.Add(1)
+	go h.watchTransfers()
 	return h, nil
 }
 
@@ -482,6 +486,7 @@ func (h *Host) watchLeadership(g *group) {
 			if leader {
 				g.progress.reset()
 			}
+			g.refusals.note(nil)
 			if h.onLeadership != nil {
 				h.onLeadership(g.ID, leader)
 			}
@@ -560,7 +565,7 @@ func (h *Host) Propose(g uint32, cmd []byte) interface{ Error() error } {
 	if gr == nil {
 		return refused{NotHere(g)}
 	}
-	return applyFuture{gr.raft.Apply(cmd, 0)}
+	return noted{applyFuture{gr.raft.Apply(cmd, 0)}, &gr.refusals}
 }
 
 // NotHere is the error for a group this node holds no instance of.
@@ -619,7 +624,9 @@ func (h *Host) Barrier(g uint32, timeout time.Duration) error {
 	if gr == nil {
 		return NotHere(g)
 	}
-	return gr.raft.Barrier(timeout).Error()
+	err := gr.raft.Barrier(timeout).Error()
+	gr.refusals.note(err)
+	return err
 }
 
 // VerifyLeader confirms with a quorum that this node still leads group g.
@@ -762,6 +769,7 @@ func (h *Host) Change(g uint32, a Action) error {
 		// merge needs the groups' voters unchanged from its check to its end) and a merge
 		// (a replica added now must not replay it: the log is compacted past it first).
 		if err := r.Barrier(timeout).Error(); err != nil {
+			gr.refusals.note(err)
 			return err
 		}
 		h.mu.RLock()
@@ -784,7 +792,12 @@ func (h *Host) Change(g uint32, a Action) error {
 	case PromoteVoter:
 		return r.AddVoter(a.Server, a.Address, 0, timeout).Error()
 	case TransferLeadership:
-		return r.LeadershipTransferToServer(a.Server, a.Address).Error()
+		if !h.answered(gr, a.Server) {
+			return fmt.Errorf("transfer leadership of group %s to %s: it has not answered within %s", GroupName(g), a.Server, h.cfg.HeartbeatTimeout)
+		}
+		err := r.LeadershipTransferToServer(a.Server, a.Address).Error()
+		gr.refusals.note(err)
+		return err
 	}
 	return nil
 }
@@ -800,33 +813,50 @@ func (h *Host) Leading() int {
 	return n
 }
 
-// hasOtherVoter reports whether r's configuration has a voter other than self.
-func hasOtherVoter(r *raft.Raft, self string) bool {
-	f := r.GetConfiguration()
+// successor is the voter of group g, other than this node, that answered this leader
+// within the heartbeat timeout and holds the most of its log; ok is false when none did,
+// and others tells whether the group has other voters at all.
+func (h *Host) successor(g *group) (to raft.Server, ok, others bool) {
+	f := g.raft.GetConfiguration()
 	if f.Error() != nil {
-		return true // unknown: try the transfer and let it report
+		return raft.Server{}, false, true
 	}
+	var best uint64
 	for _, s := range f.Configuration().Servers {
-		if s.Suffrage == raft.Voter && string(s.ID) != self {
-			return true
+		if s.Suffrage != raft.Voter || string(s.ID) == h.cfg.ServerID {
+			continue
+		}
+		others = true
+		if !h.answered(g, s.ID) {
+			continue
+		}
+		if m, _ := g.progress.Match(s.ID); !ok || m > best {
+			to, ok, best = s, true, m
 		}
 	}
-	return false
+	return to, ok, others
 }
 
-// TransferLeadership hands every group led here to another voter and waits (bounded by
-// each transfer's own timeout). Used on graceful shutdown.
+// TransferLeadership hands every group led here to another voter that answers, and waits
+// (bounded by each transfer's own timeout). Used on graceful shutdown.
 func (h *Host) TransferLeadership() {
 	var wg sync.WaitGroup
 	for _, g := range h.all() {
-		if g.raft.State() != raft.Leader || !hasOtherVoter(g.raft, h.cfg.ServerID) {
-			continue // nobody to hand it to (a one-node cluster): not worth a warning
+		if g.raft.State() != raft.Leader {
+			continue
+		}
+		to, ok, others := h.successor(g)
+		if !ok {
+			if others {
+				h.cfg.Logger.Warn("leadership transfer on shutdown: no other voter answers", "group", GroupName(g.ID))
+			}
+			continue // a one-node cluster has nobody to hand it to: not worth a warning
 		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if err := g.raft.LeadershipTransfer().Error(); err != nil {
-				h.cfg.Logger.Warn("leadership transfer on shutdown", "group", g.ID, "error", err)
+			if err := g.raft.LeadershipTransferToServer(to.ID, to.Address).Error(); err != nil {
+				h.cfg.Logger.Warn("leadership transfer on shutdown", "group", GroupName(g.ID), "to", to.ID, "error", err)
 			}
 		}()
 	}

@@ -3,6 +3,8 @@ package cluster
 import (
 	"fmt"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/hashicorp/raft"
 	"github.com/shardkeeper/shardkeeper/persistence"
@@ -15,15 +17,25 @@ import (
 // The reconciler promotes a non-voter only on this view (never on what the member says of
 // itself), and /v1/cluster shows each replica's lag from it. Entries are reset when this node
 // gains leadership: an old term's figures say nothing about the new one.
+//
+// It also keeps when each follower last answered an append, heartbeats included: a
+// leadership transfer goes only to a follower that answers (see stuck.go).
 type progress struct {
-	mu    sync.Mutex
-	match map[raft.ServerID]matched
+	mu      sync.Mutex
+	match   map[raft.ServerID]matched
+	contact map[raft.ServerID]time.Time
 }
 
 // matched is a follower's acknowledged index and the leader's term when it acknowledged it.
 type matched struct{ index, term uint64 }
 
 func (p *progress) record(id raft.ServerID, req *raft.AppendEntriesRequest, resp *raft.AppendEntriesResponse) {
+	p.mu.Lock()
+	if p.contact == nil {
+		p.contact = map[raft.ServerID]time.Time{}
+	}
+	p.contact[id] = time.Now()
+	p.mu.Unlock()
 	if resp == nil || !resp.Success || (req.PrevLogEntry == 0 && len(req.Entries) == 0) {
 		return // a heartbeat (or a refusal) says nothing about the follower's log
 	}
@@ -56,9 +68,18 @@ func (p *progress) MatchIn(id raft.ServerID, term uint64) (uint64, bool) {
 	return m.index, ok && m.term == term
 }
 
+// Contact returns when follower id last answered an append, and whether it ever did since
+// this node last gained leadership.
+func (p *progress) Contact(id raft.ServerID) (time.Time, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	t, ok := p.contact[id]
+	return t, ok
+}
+
 func (p *progress) reset() {
 	p.mu.Lock()
-	p.match = nil
+	p.match, p.contact = nil, nil
 	p.mu.Unlock()
 }
 
@@ -68,6 +89,16 @@ func (p *progress) reset() {
 type progressTransport struct {
 	*raft.NetworkTransport
 	progress *progress
+	// stall, when set (tests), runs before each TimeoutNow: a peer that takes the request
+	// and does not answer.
+	stall atomic.Pointer[func()]
+}
+
+func (t *progressTransport) TimeoutNow(id raft.ServerID, target raft.ServerAddress, req *raft.TimeoutNowRequest, resp *raft.TimeoutNowResponse) error {
+	if stall := t.stall.Load(); stall != nil {
+		(*stall)()
+	}
+	return t.NetworkTransport.TimeoutNow(id, target, req, resp)
 }
 
 func (t *progressTransport) AppendEntries(id raft.ServerID, target raft.ServerAddress, req *raft.AppendEntriesRequest, resp *raft.AppendEntriesResponse) error {
