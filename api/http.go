@@ -5,10 +5,13 @@ import (
 	"context"
 	"crypto/sha256"
 	"crypto/subtle"
+	"encoding"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
+	"reflect"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -77,13 +80,14 @@ type readBody struct {
 func (readBody) Close() error { return nil }
 
 // DecodeBytes decodes one JSON value from body into dst, rejecting unknown fields and
-// trailing data.
+// trailing data. Its errors say in the API's words what was expected — "request body must
+// be a JSON object", "field \"ver\" must be an integer, not a string" — never in the Go
+// types dst is made of.
 func DecodeBytes(body []byte, dst any) *Error {
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(dst); err != nil {
-		// The decoder's message may name an unknown field, as long as the client made it.
-		return Errorf(http.StatusBadRequest, "invalid_request", "malformed JSON body: %s", kit.Clip(err.Error()))
+		return Errorf(http.StatusBadRequest, "invalid_request", "%s", decodeError(err, dst))
 	}
 	if dec.More() {
 		return Errorf(http.StatusBadRequest, "invalid_request", "trailing data after the JSON body")
@@ -93,6 +97,100 @@ func DecodeBytes(body []byte, dst any) *Error {
 		return Errorf(http.StatusBadRequest, "invalid_request", "trailing data after the JSON body")
 	}
 	return nil
+}
+
+// decodeError says why body did not decode into dst, in the API's words: what the body or a
+// field must be, the field by its JSON name (its path in nested objects, "meta.version").
+func decodeError(err error, dst any) string {
+	var syntax *json.SyntaxError
+	var typ *json.UnmarshalTypeError
+	switch {
+	case errors.Is(err, io.EOF):
+		return "request body is empty: it must be " + jsonKind(reflect.TypeOf(dst))
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		return "request body is not valid JSON: it ends before its value does"
+	case errors.As(err, &syntax):
+		// The decoder's words ("invalid character 'x' looking for beginning of value") are
+		// JSON's; the offset tells where.
+		return fmt.Sprintf("request body is not valid JSON: %s (at byte %d)", kit.Clip(syntax.Error()), syntax.Offset)
+	case errors.As(err, &typ):
+		got := jsonValueWord(typ.Value, typ.Type)
+		if typ.Field == "" {
+			return fmt.Sprintf("request body must be %s, not %s", jsonKind(typ.Type), got)
+		}
+		return fmt.Sprintf("field %s must be %s, not %s", kit.Quote(typ.Field), jsonKind(typ.Type), got)
+	}
+	if f, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
+		// The client's own field name, clipped.
+		return "unknown field " + kit.Clip(f)
+	}
+	// A field type's own decoder (a base64 string, an amount): its message is ours.
+	return "invalid JSON body: " + kit.Clip(strings.TrimPrefix(err.Error(), "json: "))
+}
+
+// jsonKind names the JSON value that decodes into t: "a JSON object", "a string", ….
+func jsonKind(t reflect.Type) string {
+	for t != nil && t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if t == nil {
+		return "a JSON value"
+	}
+	if reflect.PointerTo(t).Implements(textUnmarshaler) {
+		return "a string" // an identifier, a key, an amount: a JSON string as the type reads it
+	}
+	switch t.Kind() {
+	case reflect.Struct, reflect.Map:
+		return "a JSON object"
+	case reflect.Slice:
+		if t.Elem().Kind() == reflect.Uint8 {
+			return "a base64 string" // []byte, as encoding/json decodes it
+		}
+		return "a JSON array"
+	case reflect.Array:
+		return "a JSON array"
+	case reflect.String:
+		return "a string"
+	case reflect.Bool:
+		return "true or false"
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		return "an integer"
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr:
+		return "a non-negative integer"
+	case reflect.Float32, reflect.Float64:
+		return "a number"
+	}
+	return "a JSON value"
+}
+
+var textUnmarshaler = reflect.TypeFor[encoding.TextUnmarshaler]()
+
+// jsonValueWord names what the decoder found where a t was expected, from
+// UnmarshalTypeError.Value ("array", "string", "number", or "number -1" for a number that
+// does not fit t): its kind only, never the client's value.
+func jsonValueWord(v string, t reflect.Type) string {
+	kind, literal, _ := strings.Cut(v, " ")
+	switch kind {
+	case "object":
+		return "an object"
+	case "array":
+		return "an array"
+	case "string":
+		return "a string"
+	case "bool":
+		return "true or false"
+	case "number":
+		switch {
+		case literal == "":
+			return "a number"
+		case strings.ContainsAny(literal, ".eE") && jsonKind(t) != "a number":
+			return "a number with a fraction or an exponent"
+		case strings.HasPrefix(literal, "-") && jsonKind(t) == "a non-negative integer":
+			return "a negative number"
+		}
+		return "a number out of its range"
+	}
+	return "another kind of value"
 }
 
 // Missing is the error for a required field that is absent or empty.

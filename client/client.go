@@ -60,7 +60,8 @@ type Option func(*Client)
 // of its own (use the context) and keeps up to 256 idle connections per host.
 func WithHTTPClient(hc *http.Client) Option { return func(c *Client) { c.hc = hc } }
 
-// WithAdminToken sets the bearer token sent on admin endpoints (the deletes).
+// WithAdminToken sets the bearer token sent on admin endpoints: the deletes, and a device key
+// rotation without a proof (RotateDeviceKey).
 func WithAdminToken(token string) Option { return func(c *Client) { c.adminToken = token } }
 
 // WithServersToken sets the bearer token sent on server registrations and heartbeats (the

@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"crypto/ed25519"
+	"errors"
 	"net/http"
 )
 
@@ -74,10 +75,29 @@ func SignNonce(key ed25519.PrivateKey, nonce string) []byte {
 
 func attestPath(registry, rest string) string { return "/v1/attest/" + seg(registry) + rest }
 
-// RegisterDevice registers a device, or re-registers it (Created false). Idempotent.
+// RegisterDevice registers a device, or re-registers it (Created false). Idempotent. A live
+// device takes another key only with a proof of its current one (req.Nonce and
+// req.Signature), or through RotateDeviceKey.
 func (c *Client) RegisterDevice(ctx context.Context, registry string, req RegisterDeviceRequest) (*Registration, error) {
+	return c.register(ctx, registry, req, false)
+}
+
+// RotateDeviceKey re-registers a device with the admin token (WithAdminToken), which stands
+// in for the proof of the current key: a live device takes req.PublicKey whatever key it
+// had, and req.Nonce and req.Signature are not needed (the server ignores them, leaving the
+// nonce unused). A device that is not registered is registered (Created true). Idempotent: a
+// rotation repeated after a lost answer is a re-registration with the same key.
+func (c *Client) RotateDeviceKey(ctx context.Context, registry string, req RegisterDeviceRequest) (*Registration, error) {
+	if c.adminToken == "" {
+		return nil, errors.New("client: RotateDeviceKey sends the admin token, and none is set (WithAdminToken)")
+	}
+	return c.register(ctx, registry, req, true)
+}
+
+// register sends a registration, with the admin token when admin is set.
+func (c *Client) register(ctx context.Context, registry string, req RegisterDeviceRequest, admin bool) (*Registration, error) {
 	var out Registration
-	status, err := c.do(ctx, call{actor: &actor{kindDevices, registry}, method: http.MethodPost, path: attestPath(registry, "/register"), body: req, idempotent: true}, &out)
+	status, err := c.do(ctx, call{actor: &actor{kindDevices, registry}, method: http.MethodPost, path: attestPath(registry, "/register"), body: req, admin: admin, idempotent: true}, &out)
 	if err != nil {
 		return nil, err
 	}

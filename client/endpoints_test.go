@@ -45,6 +45,12 @@ func TestEndpoints(t *testing.T) {
 			`{"device_id":"d-1","version":"","platform":"","build_hash":"","public_key":"AQ=="}`, false,
 			200, `{"device_id":"d-1","registered_at":10,"last_seen":12}`,
 			&Registration{DeviceID: "d-1", RegisteredAt: 10, LastSeen: 12}},
+		{"rotate device key", func(ctx context.Context, c *Client) (any, error) {
+			return c.RotateDeviceKey(ctx, "fleet", RegisterDeviceRequest{DeviceID: "d-1", Version: "1.3", Platform: "ios", BuildHash: "abd", PublicKey: []byte{4, 5, 6}})
+		}, "POST", "/v1/attest/fleet/register",
+			`{"device_id":"d-1","version":"1.3","platform":"ios","build_hash":"abd","public_key":"BAUG"}`, true,
+			200, `{"device_id":"d-1","registered_at":10,"last_seen":13}`,
+			&Registration{DeviceID: "d-1", RegisteredAt: 10, LastSeen: 13}},
 		{"challenge", func(ctx context.Context, c *Client) (any, error) {
 			return c.Challenge(ctx, "fleet", "d-1")
 		}, "POST", "/v1/attest/fleet/challenge", `{"device_id":"d-1"}`, false,

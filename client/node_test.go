@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -110,6 +111,57 @@ func TestAgainstNode(t *testing.T) {
 		wantCode(t, err, http.StatusNotFound, "unknown_device")
 		_, err = c.GetDevice(ctx, "fleet", "bad id!")
 		wantCode(t, err, http.StatusBadRequest, "invalid_id")
+	})
+
+	t.Run("device key rotation", func(t *testing.T) {
+		oldPub, oldKey, _ := ed25519.GenerateKey(rand.Reader)
+		newPub, newKey, _ := ed25519.GenerateKey(rand.Reader)
+		req := client.RegisterDeviceRequest{DeviceID: "dev-rot", Version: "1.0", Platform: "linux", BuildHash: "abc", PublicKey: oldPub}
+		if _, err := c.RegisterDevice(ctx, "fleet", req); err != nil {
+			t.Fatal(err)
+		}
+		// Another key without a proof and without the admin token is refused.
+		req.PublicKey, req.Version = newPub, "1.1"
+		_, err := c.RegisterDevice(ctx, "fleet", req)
+		wantCode(t, err, http.StatusConflict, "device_exists")
+		anon, err := client.New([]string{url})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := anon.RotateDeviceKey(ctx, "fleet", req); err == nil || !strings.Contains(err.Error(), "WithAdminToken") {
+			t.Errorf("RotateDeviceKey without an admin token: %v", err)
+		}
+		wrong, err := client.New([]string{url}, client.WithAdminToken("not-the-token"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = wrong.RotateDeviceKey(ctx, "fleet", req)
+		wantCode(t, err, http.StatusConflict, "device_exists")
+
+		// The admin token replaces the proof; repeating the rotation is a re-registration.
+		for range 2 {
+			reg, err := c.RotateDeviceKey(ctx, "fleet", req)
+			if err != nil || reg.Created || reg.DeviceID != "dev-rot" {
+				t.Fatalf("rotate = %+v, %v; want 200", reg, err)
+			}
+		}
+		d, err := c.GetDevice(ctx, "fleet", "dev-rot")
+		if err != nil || d.Version != "1.1" {
+			t.Fatalf("device after rotation = %+v, %v", d, err)
+		}
+		// The new key verifies, the old one no longer does.
+		ch, err := c.Challenge(ctx, "fleet", "dev-rot")
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = c.Verify(ctx, "fleet", client.VerifyRequest{DeviceID: "dev-rot", Nonce: ch.Nonce, Signature: client.SignNonce(oldKey, ch.Nonce)})
+		wantCode(t, err, http.StatusUnauthorized, "invalid_signature")
+		if ch, err = c.Challenge(ctx, "fleet", "dev-rot"); err != nil {
+			t.Fatal(err)
+		}
+		if v, err := c.Verify(ctx, "fleet", client.VerifyRequest{DeviceID: "dev-rot", Nonce: ch.Nonce, Signature: client.SignNonce(newKey, ch.Nonce)}); err != nil || !v.Verified {
+			t.Fatalf("verify with the new key = %+v, %v", v, err)
+		}
 	})
 
 	t.Run("servers", func(t *testing.T) {

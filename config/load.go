@@ -33,57 +33,10 @@ func envName(name string) string {
 // there. `-h`/`--help` prints the usage to usage and returns flag.ErrHelp; other errors print
 // nothing (the caller prints the error and exits 2).
 func Load(args []string, lookupEnv func(string) (string, bool), usage io.Writer, groups ...Group) (Config, error) {
-	if lookupEnv == nil {
-		lookupEnv = func(string) (string, bool) { return "", false }
-	}
-	if usage == nil {
-		usage = io.Discard
-	}
-
-	// Parse the flags once on their own, to report their errors first and to learn --config.
-	scratch, err := newSettings(groups)
+	s, err := load(args, lookupEnv, usage, groups)
 	if err != nil {
 		return Config{}, err
 	}
-	fs, err := scratch.parseFlags(args)
-	if errors.Is(err, flag.ErrHelp) {
-		scratch.printUsage(usage)
-		return Config{}, flag.ErrHelp
-	}
-	if err != nil {
-		return Config{}, err
-	}
-	file := scratch.c.ConfigFile
-	if !isSet(fs, "config") {
-		file, _ = lookupEnv(envName("config"))
-	}
-
-	// Then build the result from the lowest precedence up: default, file, environment, flags.
-	s, err := newSettings(groups)
-	if err != nil {
-		return Config{}, err
-	}
-	if file != "" {
-		s.newSource()
-		if err := s.applyFile(file); err != nil {
-			return Config{}, err
-		}
-	}
-	s.newSource()
-	for _, o := range s.all() {
-		env := envName(o.Name)
-		if v, ok := lookupEnv(env); ok {
-			if err := o.Value.Set(v); err != nil {
-				return Config{}, invalidValue(o.Name, v, "from "+env, err)
-			}
-		}
-	}
-	s.c.ConfigFile = file
-	s.newSource()
-	if _, err := s.parseFlags(args); err != nil {
-		return Config{}, err // not reached: the same args parsed above
-	}
-
 	// The checks of core options that load something (a token file) run once every source
 	// is applied; Validate runs the sections' own.
 	for _, o := range s.core {
@@ -97,6 +50,74 @@ func Load(args []string, lookupEnv func(string) (string, bool), usage io.Writer,
 		return Config{}, err
 	}
 	return s.c, nil
+}
+
+// Preview is Load without the checks and the validation: the settings as the flags, the
+// environment and the --config file give them, with no file of theirs read (token files, key
+// files) and nothing logged, for what must be known before Load runs, such as the format of
+// the logs that report its warnings. Its errors are those of parsing; -h/--help prints the
+// usage to usage and returns flag.ErrHelp, as Load does.
+func Preview(args []string, lookupEnv func(string) (string, bool), usage io.Writer, groups ...Group) (Config, error) {
+	s, err := load(args, lookupEnv, usage, groups)
+	if err != nil {
+		return Config{}, err
+	}
+	return s.c, nil
+}
+
+// load applies every source to a new settings: default, file, environment, flags.
+func load(args []string, lookupEnv func(string) (string, bool), usage io.Writer, groups []Group) (*settings, error) {
+	if lookupEnv == nil {
+		lookupEnv = func(string) (string, bool) { return "", false }
+	}
+	if usage == nil {
+		usage = io.Discard
+	}
+
+	// Parse the flags once on their own, to report their errors first and to learn --config.
+	scratch, err := newSettings(groups)
+	if err != nil {
+		return nil, err
+	}
+	fs, err := scratch.parseFlags(args)
+	if errors.Is(err, flag.ErrHelp) {
+		scratch.printUsage(usage)
+		return nil, flag.ErrHelp
+	}
+	if err != nil {
+		return nil, err
+	}
+	file := scratch.c.ConfigFile
+	if !isSet(fs, "config") {
+		file, _ = lookupEnv(envName("config"))
+	}
+
+	// Then build the result from the lowest precedence up: default, file, environment, flags.
+	s, err := newSettings(groups)
+	if err != nil {
+		return nil, err
+	}
+	if file != "" {
+		s.newSource()
+		if err := s.applyFile(file); err != nil {
+			return nil, err
+		}
+	}
+	s.newSource()
+	for _, o := range s.all() {
+		env := envName(o.Name)
+		if v, ok := lookupEnv(env); ok {
+			if err := o.Value.Set(v); err != nil {
+				return nil, invalidValue(o.Name, v, "from "+env, err)
+			}
+		}
+	}
+	s.c.ConfigFile = file
+	s.newSource()
+	if _, err := s.parseFlags(args); err != nil {
+		return nil, err // not reached: the same args parsed above
+	}
+	return s, nil
 }
 
 // settings is a Config under construction with every option bound to it: the core table, then

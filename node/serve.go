@@ -24,7 +24,7 @@ func Serve(args []string, opts Options) error {
 	if err != nil {
 		return err
 	}
-	logger := slog.New(logHandler(os.Stderr, cfg.LogFormat, cfg.SlogLevel()))
+	logger := slog.New(LogHandler(os.Stderr, cfg))
 	slog.SetDefault(logger)
 	opts.Logger = logger
 	if config.WeakToken(cfg.AdminToken) {
@@ -52,12 +52,12 @@ func Serve(args []string, opts Options) error {
 	return failed
 }
 
-// logHandler is the handler of every log line of the process, on w: JSON lines (the
-// default, for log collectors) or slog's key=value text (--log-format text, for people).
-// The format was validated with the configuration.
-func logHandler(w io.Writer, format string, level slog.Leveler) slog.Handler {
-	opts := &slog.HandlerOptions{Level: level}
-	if format == "text" {
+// LogHandler is the handler of every log line of the process, on w: JSON lines (the
+// default, for log collectors) or slog's key=value text (--log-format text, for people), at
+// cfg's level. The format was validated with the configuration.
+func LogHandler(w io.Writer, cfg config.Config) slog.Handler {
+	opts := &slog.HandlerOptions{Level: cfg.SlogLevel()}
+	if cfg.LogFormat == "text" {
 		return slog.NewTextHandler(w, opts)
 	}
 	return slog.NewJSONHandler(w, opts)

@@ -6,7 +6,10 @@
 #                                    encrypted; material in CLUSTER_DIR/tls) and haproxy,
 #                                    wait until all serve
 #   scripts/cluster.sh restart n2    stop n2 if it runs (SIGTERM), start it again with the
-#                                    same flags and data, wait until its /readyz answers 200
+#                                    same flags and data, wait until its /readyz answers 200;
+#                                    refused when the cluster is not running, and when
+#                                    stopping n2 would leave fewer than a quorum of nodes
+#                                    running (another node is down) unless --force is given
 #   scripts/cluster.sh stop          SIGTERM every node (they leave gracefully) and haproxy,
 #                                    wait for them, report any node that exited non-zero
 #   scripts/cluster.sh status        the cluster as the first running node sees it
@@ -19,7 +22,8 @@
 #                  (gossip), +30+N (Raft); default 18080, so HTTP on 18081-18083
 #   BIN            the shardkeeper binary; when set, start does not build it
 #   START_TIMEOUT  seconds to wait for nodes to serve (default 60)
-#   STOP_TIMEOUT   seconds to wait for processes to exit after SIGTERM (default 30)
+#   STOP_TIMEOUT   seconds to wait for processes to exit after SIGTERM (default 30); a
+#                  forced restart kills (SIGKILL) a node still running after it
 #
 # PORT and BASE_PORT are recorded in CLUSTER_DIR at start: later commands, and a later start
 # on the same data, use the recorded ones unless set again.
@@ -29,6 +33,14 @@
 # under a small wrapper that writes its exit status to CLUSTER_DIR/nN.exit, so that stop,
 # which runs in another shell, can tell a clean exit (0) from a failed one. Every command
 # exits 0 only if it did all it says.
+#
+# restart keeps the cluster serving: the node's peers must be running, and enough of them to
+# form a quorum (a majority of the nodes) while the node is down. Restarting a node that is
+# not running needs only that it forms a quorum with the peers that run. --force restarts a
+# running node even when that stops the cluster until it is back (its peers that run are
+# then short of a quorum), and kills it if it is still running STOP_TIMEOUT seconds after
+# SIGTERM (a node waits for others to take over its replicas before it exits, which a
+# cluster short of a node may never do).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -300,16 +312,72 @@ CFG
   say "ready on http://127.0.0.1:$PORT (nodes' HTTP on $(http_port 1)-$(http_port 3), logs in $DIR)"
 }
 
+# words ITEM... joins its arguments as a phrase: "n1", "n1 and n3", "n1, n2 and n3".
+words() {
+  case $# in
+    0) ;;
+    1) echo "$1" ;;
+    *) local all=("$@"); echo "$(IFS=,; echo "${all[*]:0:$#-1}" | sed 's/,/, /g') and ${all[$#-1]}" ;;
+  esac
+}
+
+# is_are N: the verb for N nodes.
+is_are() { if [ "$1" -eq 1 ]; then echo is; else echo are; fi; }
+
 restart() {
-  local name=${1:-} i pid
-  [[ "$name" =~ ^n[0-9]+$ ]] || fail "usage: $0 restart nN (one of $(printf 'n%s ' "${NODES[@]}"))"
+  local name="" force=0 arg i j pid quorum up=() down=()
+  for arg in "$@"; do
+    case "$arg" in
+      --force) force=1 ;;
+      *) [ -z "$name" ] || fail "usage: $0 restart nN [--force]"; name=$arg ;;
+    esac
+  done
+  [[ "$name" =~ ^n[0-9]+$ ]] || fail "usage: $0 restart nN [--force] (nN one of $(words $(printf 'n%s ' "${NODES[@]}")))"
   i=${name#n}
   [[ " ${NODES[*]} " == *" $i "* ]] || fail "no node $name (nodes: $(printf 'n%s ' "${NODES[@]}"))"
   [ -d "$DIR/$name" ] || fail "no data for $name in $DIR: start the cluster first"
   [ -x "$BIN" ] || fail "no binary at $BIN (make build)"
-  if pid=$(node_pid "$i"); then
+
+  # The node's peers must run, enough of them to keep a quorum while the node is down.
+  find_running
+  for j in "${NODES[@]}"; do
+    [ "$j" = "$i" ] && continue
+    if node_pid "$j" >/dev/null; then up+=("n$j"); else down+=("n$j"); fi
+  done
+  pid=$(node_pid "$i") || pid=""
+  quorum=$((${#NODES[@]} / 2 + 1))
+  if [ ${#up[@]} -eq 0 ] && [ -z "$pid" ]; then
+    fail "refusing to restart $name: the cluster is not running in $DIR (no node runs); scripts/cluster.sh start starts it"
+  fi
+  if [ ${#up[@]} -eq 0 ]; then
+    fail "refusing to restart $name: its peers $(words "${down[@]}") are not running, and $name alone has no quorum
+  and would never serve again; scripts/cluster.sh stop, then start, brings the cluster back"
+  fi
+  if [ -z "$pid" ] && [ $((${#up[@]} + 1)) -lt "$quorum" ]; then
+    fail "refusing to restart $name: $(words "${down[@]}") $(is_are ${#down[@]}) not running either, and $name with $(words "${up[@]}")
+  would still be short of a quorum ($quorum of ${#NODES[@]} nodes); scripts/cluster.sh stop, then start, brings the cluster back"
+  fi
+  if [ -n "$pid" ] && [ ${#up[@]} -lt "$quorum" ]; then
+    if [ "$force" = 0 ]; then
+      fail "refusing to restart $name: $(words "${down[@]}") $(is_are ${#down[@]}) not running, and with $name stopped only $(words "${up[@]}") would run:
+  less than a quorum ($quorum of ${#NODES[@]} nodes), so the cluster would stop serving until $name is back.
+  Restart $(words "${down[@]}") first (scripts/cluster.sh restart ${down[0]}), or give --force to restart $name anyway"
+    fi
+    say "--force: restarting $name while $(words "${down[@]}") $(is_are ${#down[@]}) not running: the cluster has no quorum until $name is back"
+  fi
+
+  if [ -n "$pid" ]; then
     say "stopping $name (pid $pid)"
-    stop_pids "$name:$pid" || exit 1
+    if ! stop_pids "$name:$pid"; then
+      [ "$force" = 1 ] || exit 1
+      say "--force: killing $name (pid $pid)"
+      kill -KILL "$pid" 2>/dev/null || true
+      local deadline=$((SECONDS + 10))
+      while is_running "$pid"; do
+        [ $SECONDS -lt "$deadline" ] || fail "$name (pid $pid) survived SIGKILL"
+        sleep 0.1
+      done
+    fi
     say "$name $(describe_status "$(exit_status "$i")")"
   fi
   start_node "$i"
@@ -361,8 +429,8 @@ status() {
 
 case "${1:-}" in
   start) start ;;
-  restart) restart "${2:-}" ;;
+  restart) shift; restart "$@" ;;
   stop) stop ;;
   status) status ;;
-  *) echo "usage: $0 start|restart nN|stop|status (see the top of $0)" >&2; exit 2 ;;
+  *) echo "usage: $0 start|restart nN [--force]|stop|status (see the top of $0)" >&2; exit 2 ;;
 esac

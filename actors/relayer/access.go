@@ -40,8 +40,22 @@ func newAccess(path string, keys *Keys) *access {
 	if path != "" && keys != nil {
 		a.stamps = a.stampsOf(keys)
 		a.next = a.now().Add(reloadEvery)
+		warnUnrestricted(slog.Default(), path, keys)
 	}
 	return a
+}
+
+// warnUnrestricted logs, once at start, a warning for each account of the keys file whose
+// policy restricts nothing (none, or one without receivers, actions, methods, max_deposit or
+// deposit_budget): a holder of its token may have it sign any action the relayer supports,
+// for any receiver and deposit. The warning names the account, never a key or a token.
+func warnUnrestricted(logger *slog.Logger, path string, keys *Keys) {
+	for _, account := range keys.Accounts() {
+		if p := keys.Policy(account); p == nil || p.unrestricted() {
+			logger.Warn("a relayer account has no policy: its token can have it sign any supported action for any receiver and deposit (see docs/relayer-policies.md)",
+				"account", account, "path", path)
+		}
+	}
 }
 
 // rules returns the rules in force, reading the files again first if they changed.
@@ -131,6 +145,13 @@ func (a *access) stampsOf(k *Keys) map[string]string {
 		out[f] = fmt.Sprintf("%d:%d:%v", st.Size(), st.ModTime().UnixNano(), st.Mode())
 	}
 	return out
+}
+
+// unrestricted reports whether p sets no rule on what an account signs, as check reads it: a
+// list that is absent allows anything, an empty one nothing (a token file of its own is not a
+// rule on what).
+func (p *Policy) unrestricted() bool {
+	return p.Receivers == nil && p.Actions == nil && p.Methods == nil && p.MaxDeposit == nil && p.Budget == nil
 }
 
 // sameKeys reports whether x and y hold the same accounts with the same keys.

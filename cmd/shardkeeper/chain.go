@@ -40,7 +40,7 @@ log-key makes the key pair that signs the chains' checkpoints: the private key g
 (readable by its owner only; give it to the nodes with --chain-log-key), the verifier key is
 printed (give it to whoever checks checkpoints).
 
-Flags:
+Flags of verify:
   --gateway URL   Arweave node or gateway (its HTTP API: /tx/{id}, /{id})
   --head TX_ID    the chain's last event
   --chain NAME    instead of --head: the chain whose head a node reports (GET /v1/chains/NAME/head)
@@ -51,6 +51,16 @@ Flags:
                   signature by --log-key, and its root against the events walked
   --log-key VKEY  the log's verifier key (as shardkeeper chain log-key printed it); the
                   checkpoints anchored in the chain must be signed by it
+
+Flags of proof:
+  --log-key VKEY       the log's verifier key
+  --checkpoint FILE    the signed checkpoint the proof is checked against
+  --inclusion FILE     an inclusion proof, with --event FILE: the event it proves
+  --consistency FILE   a consistency proof, with --older FILE: the older signed checkpoint
+
+Flags of log-key:
+  --name NAME     the log's name, which its checkpoints and verifier key carry
+  --out FILE      where to write the private key (an existing file is never replaced)
 `
 
 // chainCmd runs "shardkeeper chain".
@@ -80,12 +90,8 @@ func chainCmd(args []string, stdout, stderr io.Writer) error {
 	asJSON := fs.Bool("json", false, "")
 	checkpoint := fs.String("checkpoint", "", "")
 	logKey := fs.String("log-key", "", "")
-	if err := fs.Parse(args[1:]); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			fmt.Fprint(stdout, chainUsage)
-			return err
-		}
-		return usageError{err}
+	if err := parseChainFlags(fs, args[1:], stdout); err != nil {
+		return err
 	}
 	switch {
 	case fs.NArg() > 0:
@@ -165,6 +171,21 @@ func chainCmd(args []string, stdout, stderr io.Writer) error {
 	return nil
 }
 
+// parseChainFlags parses the flags of a chain subcommand: -h or --help prints the chain
+// command's usage (every subcommand's) on stdout and returns flag.ErrHelp; another error is
+// a usage error.
+func parseChainFlags(fs *flag.FlagSet, args []string, stdout io.Writer) error {
+	err := fs.Parse(args)
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		fmt.Fprint(stdout, chainUsage)
+		return err
+	case err != nil:
+		return usageError{err}
+	}
+	return nil
+}
+
 // checkAnchored checks the signature of every checkpoint anchored in the chain by the log
 // key vkey; the first one that fails breaks the chain at its event.
 func checkAnchored(r *chain.Report, vkey string) error {
@@ -193,8 +214,8 @@ func checkProof(args []string, stdout io.Writer) error {
 	event := fs.String("event", "", "")
 	consistency := fs.String("consistency", "", "")
 	older := fs.String("older", "", "")
-	if err := fs.Parse(args); err != nil {
-		return usageError{err}
+	if err := parseChainFlags(fs, args, stdout); err != nil {
+		return err
 	}
 	switch {
 	case fs.NArg() > 0:
@@ -258,8 +279,8 @@ func logKey(args []string, stdout io.Writer) error {
 	fs.SetOutput(io.Discard)
 	name := fs.String("name", "", "")
 	out := fs.String("out", "", "")
-	if err := fs.Parse(args); err != nil {
-		return usageError{err}
+	if err := parseChainFlags(fs, args, stdout); err != nil {
+		return err
 	}
 	if *name == "" || *out == "" {
 		return usageError{errors.New("chain log-key: --name and --out are required")}

@@ -9,6 +9,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -20,6 +21,8 @@ import (
 
 	"github.com/shardkeeper/shardkeeper/buildinfo"
 	"github.com/shardkeeper/shardkeeper/cluster"
+	"github.com/shardkeeper/shardkeeper/config"
+	"github.com/shardkeeper/shardkeeper/domain"
 	"github.com/shardkeeper/shardkeeper/node"
 )
 
@@ -31,7 +34,15 @@ commands:
   gossip-key  rotate the gossip encryption key of a running cluster (shardkeeper gossip-key --help)
   tls         make a cluster CA and node certificates (shardkeeper tls --help)
   chain       check an attestation chain on Arweave (shardkeeper chain --help)
-  version     print the version, commit and Go version (also shardkeeper --version)
+  version     print the version, commit and Go version (also shardkeeper --version, -v)
+
+"shardkeeper help <command>" is "shardkeeper <command> --help".
+`
+
+const versionUsage = `Usage: shardkeeper version
+
+Prints the version, the commit and the Go version of this binary (also shardkeeper --version
+and shardkeeper -v).
 `
 
 func main() {
@@ -49,7 +60,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	var err error
 	switch args[0] {
 	case "serve":
-		if err = serve(args[1:]); err != nil && !errors.Is(err, flag.ErrHelp) {
+		if err = serve(args[1:], os.Environ(), stdout, stderr); err != nil && !errors.Is(err, flag.ErrHelp) {
 			fmt.Fprintln(stderr, "shardkeeper:", err)
 			return 2
 		}
@@ -62,13 +73,19 @@ func run(args []string, stdout, stderr io.Writer) int {
 		err = tlsCmd(args[1:], stdout)
 	case "chain":
 		err = chainCmd(args[1:], stdout, stderr)
-	case "version", "--version", "-version":
-		if len(args) > 1 {
+	case "version", "--version", "-version", "-v":
+		switch {
+		case len(args) > 1 && isHelp(args[1]):
+			fmt.Fprint(stdout, versionUsage)
+		case len(args) > 1:
 			err = usageError{fmt.Errorf("%s takes no arguments", args[0])}
-			break
+		default:
+			fmt.Fprintln(stdout, buildinfo.Get())
 		}
-		fmt.Fprintln(stdout, buildinfo.Get())
-	case "-h", "--help", "help":
+	case "-h", "--help", "-help", "help":
+		if args[0] == "help" && len(args) > 1 && args[1] != "help" {
+			return run([]string{args[1], "--help"}, stdout, stderr)
+		}
 		fmt.Fprint(stdout, usage)
 	default:
 		fmt.Fprintf(stderr, "unknown command %q\n%s", args[0], usage)
@@ -92,8 +109,62 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 }
 
-func serve(args []string) error {
-	return node.Serve(args, node.Options{Domains: served()})
+// isHelp reports whether arg asks for help, as the flag package takes it.
+func isHelp(arg string) bool {
+	switch arg {
+	case "-h", "--h", "-help", "--help", "help":
+		return true
+	}
+	return false
+}
+
+// serve runs a node. The settings are first read without their checks (config.Preview), to
+// print --help on stdout and to warn, in the format of the node's logs, about SHARDKEEPER_*
+// variables of environ that set no option; node.Serve then loads them for good and reports
+// their errors.
+func serve(args, environ []string, stdout, stderr io.Writer) error {
+	opts := node.Options{Domains: served()}
+	groups := domain.Settings(opts.Domains)
+	cfg, err := config.Preview(args, lookupIn(environ), stdout, groups...)
+	if errors.Is(err, flag.ErrHelp) {
+		return err
+	}
+	if err != nil {
+		cfg = config.Default() // the error is node.Serve's to report; warn in the default format
+	}
+	warnUnknownEnv(slog.New(node.LogHandler(stderr, cfg)), config.UnknownEnv(environ, groups...))
+	return node.Serve(args, opts)
+}
+
+// warnUnknownEnv logs one warning for each variable of unknown. Such a variable is not an
+// error: the environment of a process is shared with other programs and inherited from
+// shells, and a variable may be meant for another version of shardkeeper; a flag, given to
+// this command alone, that it does not know stops it instead.
+func warnUnknownEnv(logger *slog.Logger, unknown []config.UnknownVar) {
+	for _, u := range unknown {
+		if u.Closest != "" {
+			logger.Warn("an environment variable sets no option: ignored; is it a misspelling?", "variable", u.Name, "did_you_mean", u.Closest)
+			continue
+		}
+		logger.Warn("an environment variable sets no option: ignored", "variable", u.Name)
+	}
+}
+
+// lookupIn is os.LookupEnv over environ ("NAME=value" entries): the first entry of a name
+// wins, as it does for os.LookupEnv.
+func lookupIn(environ []string) func(string) (string, bool) {
+	m := make(map[string]string, len(environ))
+	for _, kv := range environ {
+		if k, v, ok := strings.Cut(kv, "="); ok {
+			if _, dup := m[k]; !dup {
+				m[k] = v
+			}
+		}
+	}
+	return func(k string) (string, bool) {
+		v, ok := m[k]
+		return v, ok
+	}
 }
 
 // usageError is a mistake on the command line (exit status 2), not a failure of the command.

@@ -199,6 +199,10 @@ func TestRun(t *testing.T) {
 	}{
 		{args: []string{"--version"}, wantStdout: buildinfo.Get().String() + "\n"},
 		{args: []string{"version"}, wantStdout: buildinfo.Get().String() + "\n"},
+		{args: []string{"-v"}, wantStdout: buildinfo.Get().String() + "\n"},
+		{args: []string{"version", "--help"}, stdout: []string{"Usage: shardkeeper version", "-v"}},
+		{args: []string{"help", "status"}, stdout: []string{"Usage: shardkeeper status"}},
+		{args: []string{"help", "frobnicate"}, code: 2, stderr: []string{`unknown command "frobnicate"`}},
 		{args: []string{"status", "--help"}, stdout: []string{"--addr host:port", "--json", "status [members]"}, notInHelp: "  -addr"},
 		{args: []string{"status", "--addr", addr, "members"}, stdout: []string{"NODE", "n2"}},
 		{args: []string{"status", "--addr", addr, "partitions"}, code: 2, stderr: []string{`unexpected argument "partitions"`, "shardkeeper status --help"}},
@@ -230,6 +234,76 @@ func TestRun(t *testing.T) {
 		if tc.notInHelp != "" && strings.Contains(stdout.String(), tc.notInHelp) {
 			t.Errorf("%v: help shows single-dash flags:\n%s", tc.args, stdout.String())
 		}
+	}
+}
+
+// Every command and subcommand prints its usage on stdout for -h and --help, and exits 0.
+func TestEveryCommandHasHelp(t *testing.T) {
+	for _, cmd := range [][]string{
+		{"serve"}, {"status"}, {"status", "members"}, {"gossip-key"}, {"gossip-key", "generate"},
+		{"gossip-key", "list"}, {"gossip-key", "install"}, {"gossip-key", "use"}, {"gossip-key", "remove"},
+		{"tls"}, {"tls", "ca"}, {"tls", "node"}, {"tls", "client"},
+		{"chain"}, {"chain", "verify"}, {"chain", "proof"}, {"chain", "log-key"}, {"version"},
+	} {
+		for _, help := range []string{"--help", "-h"} {
+			args := append(append([]string(nil), cmd...), help)
+			var stdout, stderr bytes.Buffer
+			code := run(args, &stdout, &stderr)
+			want := "Usage: shardkeeper " + cmd[0]
+			if code != 0 || !strings.Contains(stdout.String(), want) {
+				t.Errorf("%v: exit %d, stdout %q, stderr %q; want exit 0 and %q on stdout", args, code, stdout.String(), stderr.String(), want)
+			}
+		}
+	}
+}
+
+// serve warns, in the format of the node's logs, about each SHARDKEEPER_* variable that sets
+// no option, naming the option it likely misspells; never a value.
+func TestServeWarnsUnknownEnv(t *testing.T) {
+	environ := []string{"SHARDKEEPER_DATADIR=/srv/sk", "SHARDKEEPER_TOKEN_ADMIN=hunter2-secret", "SHARDKEEPER_COLOR=blue", "HOME=/root"}
+	// --partitions 0 stops the node at its configuration, after the warnings.
+	var stdout, stderr bytes.Buffer
+	if err := serve([]string{"--partitions", "0"}, environ, &stdout, &stderr); err == nil || !strings.Contains(err.Error(), "partitions") {
+		t.Fatalf("serve --partitions 0: %v", err)
+	}
+	type line struct {
+		Level, Msg, Variable string
+		DidYouMean           string `json:"did_you_mean"`
+	}
+	var got []line
+	for _, l := range strings.Split(strings.TrimSpace(stderr.String()), "\n") {
+		var v line
+		if err := json.Unmarshal([]byte(l), &v); err != nil {
+			t.Fatalf("not a JSON log line: %q", l)
+		}
+		got = append(got, v)
+	}
+	want := []struct{ variable, closest string }{
+		{"SHARDKEEPER_COLOR", ""}, {"SHARDKEEPER_DATADIR", "SHARDKEEPER_DATA_DIR"}, {"SHARDKEEPER_TOKEN_ADMIN", "SHARDKEEPER_ADMIN_TOKEN"},
+	}
+	if len(got) != len(want) {
+		t.Fatalf("logged %d lines, want %d:\n%s", len(got), len(want), stderr.String())
+	}
+	for i, w := range want {
+		if g := got[i]; g.Level != "WARN" || g.Variable != w.variable || g.DidYouMean != w.closest || !strings.Contains(g.Msg, "sets no option") {
+			t.Errorf("line %d: %+v, want a warning about %s (did you mean %q)", i, g, w.variable, w.closest)
+		}
+	}
+	if strings.Contains(stderr.String(), "hunter2") || strings.Contains(stderr.String(), "/srv/sk") {
+		t.Errorf("a warning shows a variable's value:\n%s", stderr.String())
+	}
+
+	// In the format the node logs in: here text, from the environment itself.
+	stderr.Reset()
+	_ = serve([]string{"--partitions", "0"}, append(environ, "SHARDKEEPER_LOG_FORMAT=text"), &stdout, &stderr)
+	if !strings.Contains(stderr.String(), "level=WARN") || !strings.Contains(stderr.String(), "did_you_mean=SHARDKEEPER_DATA_DIR") {
+		t.Errorf("text-format warnings:\n%s", stderr.String())
+	}
+	// Nothing to say: nothing said.
+	stderr.Reset()
+	_ = serve([]string{"--partitions", "0"}, []string{"SHARDKEEPER_DATA_DIR=/srv/sk"}, &stdout, &stderr)
+	if stderr.Len() != 0 {
+		t.Errorf("warnings about known variables:\n%s", stderr.String())
 	}
 }
 

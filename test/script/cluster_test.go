@@ -39,8 +39,10 @@ type cluster struct {
 }
 
 // TestClusterScript: start; a node killed with SIGKILL; start again is refused and touches
-// nothing; restart brings the node back; stop leaves no process behind and every node
-// exited 0.
+// nothing; restarting another node is refused, for the quorum it would take, unless forced;
+// restart brings the dead node back; a node whose peers are all dead is refused a restart,
+// and they are brought back; stop leaves no process behind and every node exited 0; restart
+// on the stopped cluster is refused and starts nothing.
 func TestClusterScript(t *testing.T) {
 	for _, tool := range []string{"haproxy", "curl", "setsid"} {
 		if _, err := exec.LookPath(tool); err != nil {
@@ -97,7 +99,47 @@ func TestClusterScript(t *testing.T) {
 		}
 	}
 
-	// restart brings n2 back on its data.
+	// With n2 dead, restarting n1 would leave n3 alone, short of a quorum: refused, saying
+	// why, and n1 keeps running untouched.
+	out, code = c.run("restart", "n1")
+	if code == 0 {
+		t.Fatalf("restart n1 while n2 is dead succeeded:\n%s", out)
+	}
+	for _, want := range []string{"refusing to restart n1", "n2 is not running", "quorum", "--force"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("refused restart does not say %q:\n%s", want, out)
+		}
+	}
+	if got := c.pid("n1"); got != pids["n1"] || !running(got) || c.starts("n1") != 1 {
+		t.Errorf("after the refused restart, n1.pid = %d (running %v, started %d times), want the live %d started once",
+			got, running(got), c.starts("n1"), pids["n1"])
+	}
+
+	// --force restarts it anyway: n1 is stopped, killed when it is still running
+	// STOP_TIMEOUT after SIGTERM (here it cannot act on SIGTERM: it is stopped with SIGSTOP),
+	// and serves again with n3.
+	if err := syscall.Kill(pids["n1"], syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	out, code = c.runEnv([]string{"STOP_TIMEOUT=1"}, "restart", "n1", "--force")
+	if code != 0 {
+		t.Fatalf("restart n1 --force: exit %d\n%s", code, out)
+	}
+	for _, want := range []string{"--force: restarting n1 while n2 is not running", "--force: killing n1", "n1 was killed by signal KILL"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("forced restart does not say %q:\n%s", want, out)
+		}
+	}
+	n1 := c.pid("n1")
+	if n1 == pids["n1"] || !running(n1) || running(pids["n1"]) {
+		t.Fatalf("after restart --force, n1.pid = %d (running %v), old pid %d (running %v)\n%s", n1, running(n1), pids["n1"], running(pids["n1"]), out)
+	}
+	if code := c.get(c.basePort+1, "/readyz"); code != http.StatusOK {
+		t.Errorf("n1's /readyz after restart --force: %d", code)
+	}
+	pids["n1"] = n1
+
+	// restart brings n2 back on its data: its peers run.
 	out, code = c.run("restart", "n2")
 	if code != 0 {
 		t.Fatalf("restart n2: exit %d\n%s", code, out)
@@ -110,6 +152,25 @@ func TestClusterScript(t *testing.T) {
 		t.Errorf("n2's /readyz after restart: %d", code)
 	}
 	pids["n2"] = n2
+
+	// n1 and n3 die: n2 alone is refused a restart (it would never serve), but either dead
+	// node is brought back, since with n2 it makes a quorum again.
+	for _, name := range []string{"n1", "n3"} {
+		if err := syscall.Kill(pids[name], syscall.SIGKILL); err != nil {
+			t.Fatal(err)
+		}
+		await.True(t, 10*time.Second, name+"'s exit status file", func() bool { return c.exitStatus(name) != "" })
+	}
+	out, code = c.run("restart", "n2")
+	if code == 0 || !strings.Contains(out, "its peers n1 and n3 are not running") || c.pid("n2") != pids["n2"] || c.starts("n2") != 2 {
+		t.Errorf("restart n2 without its peers: exit %d, n2.pid %d (was %d), started %d times\n%s", code, c.pid("n2"), pids["n2"], c.starts("n2"), out)
+	}
+	for _, name := range []string{"n1", "n3"} {
+		if out, code = c.run("restart", name); code != 0 {
+			t.Fatalf("restart %s with n2 running: exit %d\n%s", name, code, out)
+		}
+		pids[name] = c.pid(name)
+	}
 
 	// stop: every process gone, every node exited 0.
 	out, code = c.run("stop")
@@ -128,6 +189,21 @@ func TestClusterScript(t *testing.T) {
 	}
 	if t.Failed() {
 		t.Logf("stop printed:\n%s", out)
+	}
+
+	// restart on the stopped cluster is refused: a lone node would wait for its peers.
+	out, code = c.run("restart", "n2")
+	if code == 0 {
+		t.Errorf("restart n2 on a stopped cluster succeeded:\n%s", out)
+	}
+	for _, want := range []string{"the cluster is not running", "scripts/cluster.sh start"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("restart on a stopped cluster does not say %q:\n%s", want, out)
+		}
+	}
+	if pid := c.pid("n2"); running(pid) || c.starts("n2") != 2 {
+		t.Errorf("restart on a stopped cluster left n2.pid = %d (running %v), started %d times (want 2: start, restart)",
+			pid, running(pid), c.starts("n2"))
 	}
 }
 
@@ -157,10 +233,16 @@ func newCluster(t *testing.T) *cluster {
 // run runs the script with args and returns its combined output and exit status.
 func (c *cluster) run(args ...string) (string, int) {
 	c.t.Helper()
+	return c.runEnv(nil, args...)
+}
+
+// runEnv is run with the environment entries env ("NAME=value") added.
+func (c *cluster) runEnv(env []string, args ...string) (string, int) {
+	c.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, c.script, args...)
-	cmd.Env = c.env
+	cmd.Env = append(append([]string(nil), c.env...), env...)
 	start := time.Now()
 	out, err := cmd.CombinedOutput()
 	c.t.Logf("cluster.sh %s: %v, exit %d", strings.Join(args, " "), time.Since(start).Round(time.Millisecond), cmd.ProcessState.ExitCode())
