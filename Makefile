@@ -6,7 +6,7 @@ FUZZTIME    ?= 10s
 # Packages whose tests run under the race detector (the concurrent core).
 RACE_PKGS := ./actors/... ./pki/... ./persistence/... ./cluster/... ./config/... ./client/... ./near/... ./test/fakenear/... ./test/fakearweave/...
 
-.PHONY: all build run test test-unit test-crash test-script fuzz lint bench bench-cluster bench-scale clean cluster cluster-stop cluster-restart proto
+.PHONY: all build run test test-unit test-ts test-crash test-script fuzz lint bench bench-cluster bench-scale clean cluster cluster-stop cluster-restart proto
 
 all: build
 
@@ -28,12 +28,21 @@ run: build
 # The whole suite: lint, unit tests (race detector on the core), multi-process crash tests,
 # the short chaos run, the cluster script against a real cluster, and a short fuzz run so the
 # fuzz targets never rot.
-test: lint test-unit test-crash test-script fuzz
+test: lint test-unit test-crash test-script test-ts fuzz
 
 test-unit:
 	$(GO) test -race -count=1 $(RACE_PKGS)
 	$(GO) test -count=1 ./api/... ./domain/... ./domains/... ./buildinfo/... ./ident/... ./node/... ./cmd/... ./bench/... ./arweave/... ./cid/... ./tlog/...
 	$(GO) test -count=1 ./test/deploy/
+
+# The TypeScript client (clients/typescript) against a real node with the fake NEAR and Arweave
+# nodes, then the relay examples (examples/: Express in Node, a Worker in workerd through
+# miniflare) relaying delegate actions signed by near-api-js. Needs Node >= 20 and npm.
+test-ts: build
+	@node -e 'process.exit(Number(process.versions.node.split(".")[0]) >= 20 ? 0 : 1)' 2>/dev/null && command -v npm >/dev/null || \
+	  { echo "make test-ts needs Node.js >= 20 and npm (the TypeScript client and its examples)"; exit 1; }
+	cd clients/typescript && npm ci --no-audit --no-fund && npm test
+	cd examples && npm ci --no-audit --no-fund && npm test
 
 test-crash:
 	$(GO) test -count=1 -v ./test/crash/...
