@@ -21,6 +21,10 @@ var notOptions = []string{
 	"SHARDKEEPER_IMAGE",              // deploy/*/make-secrets.sh: the image to run it from
 	"SHARDKEEPER_NEAR_CROSSCHECK",    // make near-crosscheck
 	"SHARDKEEPER_ARWEAVE_CROSSCHECK", // make arweave-crosscheck
+	"SHARDKEEPER_URL",                // examples/: the node the relay examples call
+	"SHARDKEEPER_TEST_STACK",         // clients/typescript tests: a running test stack
+	"SHARDKEEPER_UPDATE_VECTORS",     // go test ./tlog: rewrite the TypeScript client's vectors
+	"SHARDKEEPER_OPENAPI",            // clients/typescript tests: another openapi.yaml
 }
 
 // UnknownEnv returns the SHARDKEEPER_* variables of environ ("NAME=value" entries, as

@@ -3,13 +3,11 @@ package node
 import (
 	"bytes"
 	"fmt"
-	"html/template"
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"net/http/pprof"
-	runtimepprof "runtime/pprof"
-	"sort"
 	"time"
 
 	"github.com/shardkeeper/shardkeeper/actors/kit"
@@ -56,80 +54,23 @@ func registerProfiles(mux *http.ServeMux) {
 	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 }
 
-// handlerProfiles are the profiles net/http/pprof serves from handlers of their own rather
-// than from runtime/pprof's registry, with what the index says of them; cmdline is left out.
-var handlerProfiles = map[string]string{
-	"profile": "CPU profile. You can specify the duration in the seconds GET parameter. After you get the profile file, use the go tool pprof command to investigate the profile.",
-	"symbol":  "Maps given program counters to function names. Counters can be specified in a GET raw query or POST body, multiple counters are separated by '+'.",
-	"trace":   "A trace of execution of the current program. You can specify the duration in the seconds GET parameter. After you get the trace file, use the go tool trace command to investigate the trace.",
-}
-
-// registryProfiles says what the profiles of runtime/pprof's registry hold, as pprof.Index does.
-var registryProfiles = map[string]string{
-	"allocs":       "A sampling of all past memory allocations",
-	"block":        "Stack traces that led to blocking on synchronization primitives",
-	"goroutine":    "Stack traces of all current goroutines. Use debug=2 as a query parameter to export in the same format as an unrecovered panic.",
-	"heap":         "A sampling of memory allocations of live objects. You can specify the gc GET parameter to run GC before taking the heap sample.",
-	"mutex":        "Stack traces of holders of contended mutexes",
-	"threadcreate": "Stack traces that led to the creation of new OS threads",
-}
-
-type profileEntry struct {
-	Name  string
-	Count int // -1: not a counted profile
-	Desc  string
-}
-
-var indexPage = template.Must(template.New("index").Parse(`<html>
-<head>
-<title>/debug/pprof/</title>
-<style>
-.profile-name{
-	display:inline-block;
-	width:6rem;
-}
-</style>
-</head>
-<body>
-/debug/pprof/
-<br>
-<p>Set debug=1 as a query parameter to export in legacy text format</p>
-<br>
-Types of profiles available:
-<table>
-<thead><td>Count</td><td>Profile</td></thead>
-{{range .}}<tr><td>{{if ge .Count 0}}{{.Count}}{{end}}</td><td><a href="{{.Name}}?debug=1">{{.Name}}</a></td></tr>
-{{end}}</table>
-<a href="goroutine?debug=2">full goroutine stack dump</a>
-<br>
-<p>
-Profile Descriptions:
-<ul>
-{{range .}}<li><div class=profile-name>{{.Name}}: </div> {{.Desc}}</li>
-{{end}}</ul>
-</p>
-</body>
-</html>
-`))
-
-// profilesIndex is the page at /debug/pprof/: pprof.Index's, without cmdline.
-func profilesIndex(w http.ResponseWriter, _ *http.Request) {
-	var profiles []profileEntry
-	for _, p := range runtimepprof.Profiles() {
-		profiles = append(profiles, profileEntry{Name: p.Name(), Count: p.Count(), Desc: registryProfiles[p.Name()]})
+// profilesIndex is the page at /debug/pprof/: pprof.Index's, without its lines about cmdline
+// (each profile is one line of its table and one of its descriptions).
+func profilesIndex(w http.ResponseWriter, r *http.Request) {
+	rec := httptest.NewRecorder()
+	pprof.Index(rec, r)
+	var out bytes.Buffer
+	for _, line := range bytes.SplitAfter(rec.Body.Bytes(), []byte("\n")) {
+		if !bytes.Contains(line, []byte(">cmdline<")) && !bytes.Contains(line, []byte(">cmdline: <")) {
+			out.Write(line)
+		}
 	}
-	for name, desc := range handlerProfiles {
-		profiles = append(profiles, profileEntry{Name: name, Count: -1, Desc: desc})
+	for k, v := range rec.Header() {
+		w.Header()[k] = v
 	}
-	sort.Slice(profiles, func(i, j int) bool { return profiles[i].Name < profiles[j].Name })
-	var b bytes.Buffer
-	if err := indexPage.Execute(&b, profiles); err != nil {
-		api.WriteAPIError(w, api.Errorf(http.StatusInternalServerError, "internal", "profiles index: %v", err))
-		return
-	}
-	w.Header().Set("X-Content-Type-Options", "nosniff")
-	w.Header().Set("Content-Type", "text/html; charset=utf-8")
-	_, _ = w.Write(b.Bytes())
+	w.Header().Del("Content-Length")
+	w.WriteHeader(rec.Code)
+	_, _ = w.Write(out.Bytes())
 }
 
 // startAdmin serves the operator's routes of mux (domain.Mux.Admin) and Go's profiles on

@@ -40,9 +40,9 @@ export interface ShardkeeperOptions {
   retries?: number | Partial<RetryPolicy>;
   /**
    * Send each request for one actor to the node that leads its partition, after the cluster's
-   * routing table (GET /v1/cluster/routes). Default: on with several `urls`, off with one `url`
-   * (behind a load balancer the nodes forward). Use it when the client reaches every node at
-   * the address it advertises.
+   * routing table (GET /v1/cluster/routes). Default off, as in the Go client: the nodes forward.
+   * Turn it on only when the client reaches every node at the address it advertises (a Worker
+   * or a browser usually cannot reach a cluster's private addresses).
    */
   routing?: boolean;
 }
@@ -82,7 +82,7 @@ export class Shardkeeper {
       fetch: fetchImpl,
       timeoutMs: options.timeoutMs ?? 30_000,
       retry: normalizeRetry(options.retries),
-      routing: options.routing ?? bases.length > 1,
+      routing: options.routing ?? false,
     });
     this.nonces = new Nonces(this.t);
     this.ops = new Ops(this.t);

@@ -1,6 +1,7 @@
 // The device attestation registry: devices register an Ed25519 key and prove they hold it by
 // signing single-use challenges.
 
+import { clientError } from './errors.js';
 import type { CallOptions, Transport } from './http.js';
 import { type BytesInput, type PublicKeyInput, bytesBase64, publicKeyBase64 } from './keys.js';
 import { newRequestId } from './nonces.js';
@@ -139,6 +140,10 @@ export class Devices {
    * fails with `device_exists`.
    */
   async register(req: RegisterDeviceRequest, opts: RegisterOptions = {}): Promise<Registration> {
+    if (opts.useAdminToken && !this.t.hasToken('admin')) {
+      // Without it the node would answer device_exists, which says nothing of the cause.
+      throw clientError('invalid_argument', 'register with useAdminToken: the client has no adminToken');
+    }
     const body = encode(REGISTER_REQUEST, {
       ...req,
       publicKey: await publicKeyBase64(req.publicKey),

@@ -78,6 +78,11 @@ export class Transport {
   private readonly random: () => number;
   private readonly now: () => number;
 
+  /** Whether the client was given a token of this kind. */
+  hasToken(kind: TokenKind): boolean {
+    return Boolean(this.cfg.tokens[kind]);
+  }
+
   constructor(cfg: TransportConfig) {
     this.cfg = cfg;
     this.bases = cfg.bases;

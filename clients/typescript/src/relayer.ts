@@ -3,6 +3,7 @@
 // and submits to NEAR. Each intent is idempotent by its key: it lands at most once.
 
 import { type SignedDelegateInput, signedDelegateBase64 } from './delegate.js';
+import { clientError } from './errors.js';
 import type { CallOptions, Transport } from './http.js';
 import { seg } from './path.js';
 import { decode, encode, shape } from './wire.js';
@@ -242,7 +243,11 @@ export class Relayer {
    * intent is terminal (up to 30 s), so waiting costs one request per 30 s, not a poll loop.
    */
   async wait(idempotencyKey: string, opts: WaitOptions = {}): Promise<Intent> {
-    const deadline = Date.now() + (opts.timeoutMs ?? 60_000);
+    const timeoutMs = opts.timeoutMs ?? 60_000;
+    if (!Number.isFinite(timeoutMs) || timeoutMs < 0) {
+      throw clientError('invalid_argument', `wait: timeoutMs must be a finite number of ms >= 0, got ${timeoutMs}`);
+    }
+    const deadline = Date.now() + timeoutMs;
     for (;;) {
       const hold = Math.max(0, Math.min(MAX_HOLD_MS, deadline - Date.now()));
       const intent = await this.read(idempotencyKey, hold, opts.signal ? { signal: opts.signal } : {});

@@ -7,6 +7,9 @@
 
 import { ShardkeeperError } from './errors.js';
 
+/** The longest delay setTimeout honours. */
+const MAX_TIMER_MS = 2 ** 31 - 1;
+
 export class CallScope {
   readonly signal: AbortSignal;
   /** When the call must end (ms since the epoch); Infinity without a deadline. */
@@ -26,7 +29,8 @@ export class CallScope {
       return;
     }
     user?.addEventListener('abort', this.onUserAbort, { once: true });
-    if (this.deadline !== Infinity) this.timer = setTimeout(() => this.end('timeout'), this.deadline - now);
+    // setTimeout fires at once past 2^31-1 ms: a longer deadline is as good as none.
+    if (this.deadline !== Infinity && this.deadline - now <= MAX_TIMER_MS) this.timer = setTimeout(() => this.end('timeout'), this.deadline - now);
   }
 
   private end(why: 'timeout' | 'aborted'): void {

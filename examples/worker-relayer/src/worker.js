@@ -20,6 +20,12 @@ import { Shardkeeper, isShardkeeperError, isTerminal } from '@shardkeeper/client
 const json = (body, status, headers = {}) =>
   new Response(JSON.stringify(body), { status, headers: { 'content-type': 'application/json', ...headers } });
 
+/** WAIT_MS as a number of ms, 25000 when unset or not a number. @param {string | undefined} v */
+const waitMs = (v) => {
+  const n = Number(v);
+  return v !== undefined && v !== '' && Number.isFinite(n) && n >= 0 ? n : 25_000;
+};
+
 export default {
   /** @param {Request} request @param {Env} env */
   async fetch(request, env) {
@@ -41,7 +47,7 @@ export default {
     const relayer = sk.relayer(env.RELAYER_ACCOUNT_ID);
     try {
       const submitted = await relayer.submitDelegate(signed);
-      const intent = await relayer.wait(submitted.idempotencyKey, { timeoutMs: Number(env.WAIT_MS ?? 25_000) });
+      const intent = await relayer.wait(submitted.idempotencyKey, { timeoutMs: waitMs(env.WAIT_MS) });
       // 200 once terminal; 202 with the record as it stands when the wait ends first.
       return json(intent, isTerminal(intent) ? 200 : 202);
     } catch (err) {

@@ -122,6 +122,11 @@ describe('devices', () => {
     await assert.rejects(reg.register(device('d', fresh.publicKey)), refusedWith(409, 'device_exists'), 'the client holds the admin token but does not send it');
     assert.equal((await reg.register(device('d', fresh.publicKey), { useAdminToken: true })).created, false);
     assert.equal((await attest(reg, 'd', fresh.privateKey)).result.verified, true);
+    const noAdmin = new Shardkeeper(clientOptions(stack, { adminToken: undefined })).devices(reg.registry);
+    await assert.rejects(noAdmin.register(device('d', lost.publicKey), { useAdminToken: true }), (err: unknown) => {
+      assert.ok(isShardkeeperError(err) && err.code === 'invalid_argument', String(err));
+      return true;
+    }, 'useAdminToken without an admin token is refused before anything is sent');
   });
 
   test('delete (admin), then the device is gone; without the admin token: unauthorized', async () => {

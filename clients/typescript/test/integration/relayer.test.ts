@@ -187,3 +187,12 @@ describe('relayer', () => {
     await assert.rejects(relayer.submitDelegate(bytes), refusedWith(400, 'invalid_delegate'));
   });
 });
+
+test('wait refuses a timeout that is not a finite number of ms, before any request', async () => {
+  for (const timeoutMs of [Number.NaN, Number.POSITIVE_INFINITY, -1]) {
+    await assert.rejects(relayer.wait('any-key', { timeoutMs }), (err: unknown) => {
+      assert.ok(isShardkeeperError(err) && err.code === 'invalid_argument', String(err));
+      return true;
+    });
+  }
+});

@@ -62,7 +62,7 @@ function cluster(opts: { routes?: () => unknown; forward?: (host: string, path: 
     if (u.pathname.endsWith('/consume')) return new Response(JSON.stringify({ nonce: 'n', used_at: 1 }), { headers });
     return new Response(JSON.stringify({ servers: [] }), { headers });
   };
-  const sk = new Shardkeeper({ urls: ['http://n1.test', 'http://n2.test', 'http://n3.test'], fetch, retries: { retries: 2, baseDelayMs: 1 } });
+  const sk = new Shardkeeper({ urls: ['http://n1.test', 'http://n2.test', 'http://n3.test'], fetch, routing: true, retries: { retries: 2, baseDelayMs: 1 } });
   return { sk, calls };
 }
 
