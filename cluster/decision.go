@@ -410,3 +410,36 @@ func DecideMerge(s MergeSituation) (l, r GroupInfo, step MergeStep, reason strin
 func mergeable(a, b []raft.Server, merges map[string]bool) bool {
 	return persistence.SameVoters(a, b) && !slices.ContainsFunc(a, func(s raft.Server) bool { return !merges[string(s.ID)] })
 }
+
+// SteerMerge picks the pair of groups whose replicas placement puts together so that they can
+// merge: while a merge is due (more than PerNode groups per node over Nodes) and no adjacent
+// pair holds the same voters, the adjacent pair with the fewest partitions (the lowest first
+// partition among equals), as DecideMerge would pick it once mergeable. Rendezvous placement
+// alone seldom puts two neighbours on the same R of more than R nodes, and a cluster shrunk
+// to them would keep every group. Every node steers the same pair from the same view; the
+// right group then takes the left one's replicas, and the merge follows. ok is false when
+// nothing is to steer.
+func SteerMerge(s MergeSituation) (l, r uint32, ok bool) {
+	if s.PerNode <= 0 || s.Nodes <= 0 || len(s.Groups) <= s.PerNode*s.Nodes {
+		return 0, 0, false
+	}
+	groups := slices.Clone(s.Groups)
+	slices.SortFunc(groups, func(a, b GroupInfo) int { return int(a.First) - int(b.First) })
+	best := -1
+	for i := 0; i+1 < len(groups); i++ {
+		a, b := groups[i], groups[i+1]
+		if a.End != b.First || a.End <= a.First || b.End <= b.First {
+			continue
+		}
+		if persistence.SameVoters(a.Servers, b.Servers) {
+			return 0, 0, false // a pair can merge now: DecideMerge takes it
+		}
+		if best < 0 || b.End-a.First < groups[best+1].End-groups[best].First {
+			best = i
+		}
+	}
+	if best < 0 {
+		return 0, 0, false
+	}
+	return groups[best].ID, groups[best+1].ID, true
+}

@@ -154,7 +154,14 @@ func (r *Reconciler) Pass(now time.Time) {
 			ids = append(ids, g.ID)
 		}
 	}
+	ms, merging := r.mergeSituation(now, alive, members)
 	placement := Placement(ids, alive, r.cfg.Replicas)
+	if merging {
+		// A merge needs both groups on the same voters: the pair due next is placed together.
+		if l, rg, ok := SteerMerge(ms); ok {
+			placement[rg] = placement[l]
+		}
+	}
 	for _, span := range spans {
 		g := span.ID
 		if !h.IsLeader(g) {
@@ -175,7 +182,8 @@ func (r *Reconciler) Pass(now time.Time) {
 	r.missing = missing
 	r.mu.Unlock()
 	r.split(led, alive, members)
-	if r.merge(now, led, alive, members) {
+	ms.Led = led
+	if r.merge(ms, merging) {
 		led = slices.DeleteFunc(led, func(in GroupInfo) bool { return !h.IsLeader(in.ID) })
 		spans = h.Spans()
 	}
@@ -252,17 +260,15 @@ func (r *Reconciler) split(led []GroupInfo, alive []NodeMeta, members []Member) 
 		"partitions", fmt.Sprintf("[%d, %d)", child.First, child.End))
 }
 
-// merge settles the frozen groups led here whose merge nobody carries out here, and merges
-// two groups when DecideMerge says so. It reports whether it changed any group.
-func (r *Reconciler) merge(now time.Time, led []GroupInfo, alive []NodeMeta, members []Member) bool {
+// mergeSituation is what DecideMerge (once Led is set) and the steering of placement need to
+// know this pass;
+// ok is false while no merge may be due: merges are off, a live member's release cannot apply
+// them, or a whole MergeDelay of cluster sizes has not been seen. Called once per pass: it
+// records the pass's cluster size.
+func (r *Reconciler) mergeSituation(now time.Time, alive []NodeMeta, members []Member) (s MergeSituation, ok bool) {
 	h := r.cfg.Host
-	n, err := h.ResolveFreeze()
-	if err != nil {
-		r.cfg.Logger.Warn("settle raft groups frozen for a merge", "error", err)
-	}
-	changed := n > 0
 	if r.cfg.Groups == nil || r.cfg.GroupsPerNode <= 0 || r.cfg.MergeDelay <= 0 {
-		return changed
+		return s, false
 	}
 	nodes, capable := 0, true
 	for _, m := range alive {
@@ -289,9 +295,9 @@ func (r *Reconciler) merge(now time.Time, led []GroupInfo, alive []NodeMeta, mem
 	}
 	r.mu.Unlock()
 	if peak == 0 || !capable {
-		return changed
+		return s, false
 	}
-	s := MergeSituation{Led: led, Leaders: map[uint32]string{}, Nodes: peak, PerNode: r.cfg.GroupsPerNode, Merges: map[string]bool{}}
+	s = MergeSituation{Leaders: map[uint32]string{}, Nodes: peak, PerNode: r.cfg.GroupsPerNode, Merges: map[string]bool{}}
 	for _, m := range members {
 		// A merge waits for every voter of both groups: one that is down now would hold
 		// the coordinator for its whole timeout.
@@ -310,6 +316,21 @@ func (r *Reconciler) merge(now time.Time, led []GroupInfo, alive []NodeMeta, mem
 			s.Leaders[g.ID] = l
 		}
 		s.Groups = append(s.Groups, GroupInfo{ID: g.ID, First: g.First, End: g.End, Servers: configs[g.ID]})
+	}
+	return s, true
+}
+
+// merge settles the frozen groups led here whose merge nobody carries out here, and merges
+// two groups when DecideMerge says so (s, when ok). It reports whether it changed any group.
+func (r *Reconciler) merge(s MergeSituation, ok bool) bool {
+	h := r.cfg.Host
+	n, err := h.ResolveFreeze()
+	if err != nil {
+		r.cfg.Logger.Warn("settle raft groups frozen for a merge", "error", err)
+	}
+	changed := n > 0
+	if !ok {
+		return changed
 	}
 	l, rg, step, why := DecideMerge(s)
 	switch step {
