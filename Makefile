@@ -57,6 +57,7 @@ fuzz:
 	$(GO) test -run='^$$' -fuzz=FuzzDecodeCommand -fuzztime=$(FUZZTIME) ./persistence
 	$(GO) test -run='^$$' -fuzz=FuzzRequestDecoding -fuzztime=$(FUZZTIME) ./api
 	$(GO) test -run='^$$' -fuzz=FuzzDecodeSignedTransaction -fuzztime=$(FUZZTIME) ./near
+	$(GO) test -run='^$$' -fuzz=FuzzParseDataItem -fuzztime=$(FUZZTIME) ./arweave/ans104
 
 lint:
 	@out=$$(gofmt -l .); \
@@ -132,6 +133,16 @@ cid-vectors:
 # arlocal and arweave-js, unmodified, against the Arweave client and the fake node: our
 # transactions taken by arlocal and read back by arweave-js, arweave-js's taken by the fake.
 # Needs Node and npm.
+# ANS-104 data items and bundles (arweave/ans104) against arbundles, unmodified: its vectors
+# regenerated (ans104-vectors), and what Go signs and bundles verified by it (ans104-crosscheck).
+# Needs Node and npm; make test checks the committed vectors without them.
+.PHONY: ans104-vectors ans104-crosscheck
+ans104-vectors:
+	cd arweave/ans104/testdata/gen && npm ci && node gen.mjs
+ans104-crosscheck:
+	cd arweave/ans104/testdata/gen && npm ci
+	SHARDKEEPER_ARWEAVE_CROSSCHECK=1 $(GO) test -count=1 -run CrossCheck -v ./arweave/ans104
+
 .PHONY: arweave-crosscheck
 arweave-crosscheck:
 	cd test/fakearweave/crosscheck && npm ci
