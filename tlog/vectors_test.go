@@ -15,6 +15,7 @@ import (
 	"github.com/shardkeeper/shardkeeper/actors"
 	"github.com/shardkeeper/shardkeeper/actors/chain"
 	"github.com/shardkeeper/shardkeeper/cid"
+	"github.com/shardkeeper/shardkeeper/client"
 	"github.com/shardkeeper/shardkeeper/tlog"
 	"golang.org/x/mod/sumdb/note"
 )
@@ -160,20 +161,8 @@ func flip(hashes []string) []string {
 	return out
 }
 
-// event is an event as GET /v1/chains/{chain}/events/{seq} answers it.
-type event struct {
-	Seq      int64   `json:"seq"`
-	EntityID string  `json:"entity_id"`
-	Ver      int64   `json:"ver"`
-	CID      string  `json:"cid"`
-	Op       string  `json:"op"`
-	Vis      string  `json:"vis"`
-	TS       int64   `json:"ts"`
-	TxID     string  `json:"tx_id"`
-	PrevTx   *string `json:"prev_tx"`
-	PrevCID  *string `json:"prev_cid"`
-	Status   string  `json:"status"`
-}
+// event is an event as GET /v1/chains/{chain}/events/{seq} answers it: the Go client's.
+type event client.SignedEvent
 
 func (e event) attestation() chain.Attestation {
 	return chain.Attestation{PI: e.EntityID, Ver: e.Ver, CID: e.CID, Op: e.Op, Vis: e.Vis, TS: e.TS, PrevTx: e.PrevTx, PrevCID: e.PrevCID, Seq: e.Seq}

@@ -7,10 +7,10 @@ import { createHash } from 'node:crypto';
 import { after, before, describe, test } from 'node:test';
 import type { Chain, ChainEvent } from '../../src/chain.js';
 import { Shardkeeper } from '../../src/client.js';
-import { isShardkeeperError } from '../../src/errors.js';
 import { openCheckpoint } from '../../src/note.js';
 import { verifyConsistency, verifyInclusion } from '../../src/proofs.js';
 import { waitFor } from '../support/process.js';
+import { refusedWith } from '../support/assert.js';
 import { type Stack, clientOptions, unique, useStack } from '../support/stack.js';
 
 let stack: Stack;
@@ -20,12 +20,6 @@ before(async () => {
   sk = new Shardkeeper(clientOptions(stack));
 });
 after(() => stack.stop());
-
-const refusedWith = (status: number, code: string) => (err: unknown) => {
-  assert.ok(isShardkeeperError(err), String(err));
-  assert.deepEqual([err.status, err.code], [status, code], err.message);
-  return true;
-};
 
 /** A verifier key of another Ed25519 key with the same name, as `shardkeeper chain log-key` writes one. */
 async function anotherLogKey(name: string): Promise<string> {

@@ -8,6 +8,7 @@ import type { Devices } from '../../src/devices.js';
 import { toBase64Url } from '../../src/encoding.js';
 import { isShardkeeperError } from '../../src/errors.js';
 import { generateDeviceKey, signNonce } from '../../src/keys.js';
+import { refusedWith } from '../support/assert.js';
 import { type Stack, clientOptions, unique, useStack } from '../support/stack.js';
 
 let stack: Stack;
@@ -17,12 +18,6 @@ before(async () => {
   sk = new Shardkeeper(clientOptions(stack));
 });
 after(() => stack.stop());
-
-const refusedWith = (status: number, code: string) => (err: unknown) => {
-  assert.ok(isShardkeeperError(err), String(err));
-  assert.deepEqual([err.status, err.code], [status, code], err.message);
-  return true;
-};
 
 const device = (deviceId: string, publicKey: CryptoKey | Uint8Array | string) => ({ deviceId, version: '1.4.2', platform: 'android', buildHash: '9f2c1e', publicKey });
 

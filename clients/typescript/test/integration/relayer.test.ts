@@ -11,6 +11,7 @@ import { isShardkeeperError } from '../../src/errors.js';
 import { type Intent, type Relayer, isTerminal } from '../../src/relayer.js';
 import { nearLedger } from '../support/fakes.js';
 import type { NearKey } from '../support/nearkeys.js';
+import { refusedWith } from '../support/assert.js';
 import { type Stack, clientOptions, unique, useStack, userKey } from '../support/stack.js';
 
 let stack: Stack;
@@ -24,12 +25,6 @@ before(async () => {
   user = await userKey(stack);
 });
 after(() => stack.stop());
-
-const refusedWith = (status: number, code: string) => (err: unknown) => {
-  assert.ok(isShardkeeperError(err), String(err));
-  assert.deepEqual([err.status, err.code], [status, code], err.message);
-  return true;
-};
 
 /** The landed ledger entry of an intent's transaction. */
 async function landed(intent: Intent) {

@@ -4,7 +4,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { Shardkeeper } from '../../src/client.js';
-import { isShardkeeperError } from '../../src/errors.js';
+import { refusedWith } from '../support/assert.js';
 import { type Stack, clientOptions, unique, useStack } from '../support/stack.js';
 
 let stack: Stack;
@@ -14,12 +14,6 @@ before(async () => {
   sk = new Shardkeeper(clientOptions(stack));
 });
 after(() => stack.stop());
-
-const refusedWith = (status: number, code: string) => (err: unknown) => {
-  assert.ok(isShardkeeperError(err), String(err));
-  assert.deepEqual([err.status, err.code], [status, code], err.message);
-  return true;
-};
 
 describe('servers', () => {
   test('register, heartbeat, list', async () => {
