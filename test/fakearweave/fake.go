@@ -14,11 +14,20 @@ import (
 
 // Config configures a Fake.
 type Config struct {
-	// BlockInterval is how often a block is mined (default 100ms); 0 with Manual: only Mine.
+	// BlockInterval is how often a block is mined (default 100ms; Arweave's is about two
+	// minutes, which works too: every answer but a status change comes at once); 0 with
+	// Manual: only Mine.
 	BlockInterval time.Duration
 	Manual        bool
 	// AnchorDepth is how many recent blocks a last_tx may name (default 50, as Arweave).
 	AnchorDepth int
+	// SuggestedAnchorDepth is which recent block GET /tx_anchor names: 1 (the default) the
+	// tip, n the nth newest. A node names its SUGGESTED_TX_ANCHOR_DEPTH-th (6), so that a
+	// reorg shallower than that leaves the anchors it handed out valid.
+	SuggestedAnchorDepth int
+	// MaxBlockTxs is how many transactions a block holds at most (default 1000, Arweave's
+	// BLOCK_TX_COUNT_LIMIT); the rest wait in the mempool for later blocks.
+	MaxBlockTxs int
 	// BasePrice and PricePerChunk make GET /price/{bytes}: BasePrice + PricePerChunk·chunks
 	// (winston), the data counted in whole 256 KiB chunks as the network prices it.
 	PricePerChunk, BasePrice int64
@@ -27,7 +36,10 @@ type Config struct {
 
 // Faults are the failures the fake injects, each a probability in [0, 1].
 type Faults struct {
-	Latency time.Duration // added to every answer
+	// Latency is added to every answer of the node's and the gateway's API (not /admin).
+	// Requests wait it out concurrently, holding nothing, and stop waiting when the client
+	// goes away.
+	Latency time.Duration
 	// DropAfterAccept: POST /tx takes the transaction, then drops the connection unanswered.
 	DropAfterAccept float64
 	// TooMany and Unavailable answer POST /tx 429 or 503 without taking it.
@@ -38,6 +50,15 @@ type Faults struct {
 }
 
 // Fake is the fake node. Safe for concurrent use.
+//
+// Invariants, under mu:
+//   - blocks[0] is the genesis block, never replaced; blocks[h].txs are exactly the entries
+//     whose height is h, each at its index, and mined lists the same ids block after block.
+//   - txs holds every transaction taken and not dropped since (evicted, expired, or in a
+//     block a reorg replaced); an entry is in the mempool (height -1, its id in mempool, in
+//     the order taken) or in exactly one block.
+//   - items maps a data item id to the ids of the bundles in txs whose data, parsed and every
+//     item verified, holds it; a bundle dropped from txs is dropped from items.
 type Fake struct {
 	cfg  Config
 	mux  *http.ServeMux
@@ -47,12 +68,14 @@ type Fake struct {
 	mu      sync.Mutex
 	faults  Faults
 	dice    *mrand.Rand
-	blocks  [][]byte           // indep hashes, by height
-	txs     map[string]*entry  // every transaction taken and not evicted
+	blocks  []block
+	txs     map[string]*entry  // every transaction taken and not dropped
 	mempool []string           // ids taken, not mined, in order
 	chunks  map[string]*upload // data root → data arriving by chunks
-	mined   []string           // ids in the order they were mined
+	mined   []string           // ids on the chain, in the order they were mined
 	taken   []Taken            // every POST /tx taken, in order
+	seq     int                // counts the transactions taken
+	items   map[string][]string
 }
 
 // Taken is a transaction the node took from a POST /tx (a repeat answered 208 is not).
@@ -62,10 +85,20 @@ type Taken struct {
 	At   time.Time
 }
 
+type block struct {
+	hash []byte
+	at   time.Time
+	txs  []string // mined in it, in block order
+}
+
 type entry struct {
 	tx     *arweave.Tx
 	height int // mined at; -1 while in the mempool
+	index  int // place in its block, once mined
 	data   []byte
+	reward *big.Int // the mempool's priority (a node's utility of a format-2 transaction)
+	seq    int      // order taken: the priority between equal rewards, and GraphQL's pending order
+	bundle *bundle  // non-nil when the tags say the data is an ANS-104 bundle
 }
 
 type upload struct {
@@ -82,12 +115,16 @@ func New(cfg Config) *Fake {
 	if cfg.AnchorDepth <= 0 {
 		cfg.AnchorDepth = 50
 	}
+	cfg.SuggestedAnchorDepth = min(max(cfg.SuggestedAnchorDepth, 1), cfg.AnchorDepth)
+	if cfg.MaxBlockTxs <= 0 {
+		cfg.MaxBlockTxs = 1000
+	}
 	if cfg.PricePerChunk == 0 && cfg.BasePrice == 0 {
 		cfg.PricePerChunk, cfg.BasePrice = 262144000, 100000
 	}
 	f := &Fake{cfg: cfg, stop: make(chan struct{}), dice: mrand.New(mrand.NewPCG(cfg.Seed, 1)),
-		txs: map[string]*entry{}, chunks: map[string]*upload{}}
-	f.blocks = append(f.blocks, randomHash())
+		txs: map[string]*entry{}, chunks: map[string]*upload{}, items: map[string][]string{}}
+	f.blocks = append(f.blocks, block{hash: randomHash(), at: time.Now()})
 	f.routes()
 	if !cfg.Manual {
 		go f.mineEvery(cfg.BlockInterval)
@@ -95,7 +132,7 @@ func New(cfg Config) *Fake {
 	return f
 }
 
-// ServeHTTP serves the node's API and /admin.
+// ServeHTTP serves the node's API, the gateway's (data items, GraphQL) and /admin.
 func (f *Fake) ServeHTTP(w http.ResponseWriter, r *http.Request) { f.mux.ServeHTTP(w, r) }
 
 // Close stops mining.
@@ -106,40 +143,6 @@ func (f *Fake) SetFaults(fs Faults) {
 	f.mu.Lock()
 	f.faults = fs
 	f.mu.Unlock()
-}
-
-func (f *Fake) mineEvery(d time.Duration) {
-	t := time.NewTicker(d)
-	defer t.Stop()
-	for {
-		select {
-		case <-f.stop:
-			return
-		case <-t.C:
-			f.Mine()
-		}
-	}
-}
-
-// Mine mines one block holding the mempool, less what the EvictFromMempool fault drops and
-// the transactions whose anchor expired.
-func (f *Fake) Mine() {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	height := len(f.blocks)
-	f.blocks = append(f.blocks, randomHash())
-	for _, id := range f.mempool {
-		e := f.txs[id]
-		// Evicted by the fault, or its anchor no longer among the last AnchorDepth blocks: a
-		// node never mines such a transaction, and drops it.
-		if f.dice.Float64() < f.faults.EvictFromMempool || !f.recentBlock(e.tx.LastTx) {
-			delete(f.txs, id)
-			continue
-		}
-		e.height = height
-		f.mined = append(f.mined, id)
-	}
-	f.mempool = nil
 }
 
 // Height is the current block height.
@@ -160,7 +163,8 @@ func (f *Fake) TakenSince(i int) []Taken {
 }
 
 // Tamper makes the node serve data instead of transaction id's own, as a faulty or hostile
-// gateway would; it reports whether the node has the transaction.
+// gateway would; it reports whether the node has the transaction. The items indexed from a
+// bundle's data stay as they were.
 func (f *Fake) Tamper(id string, data []byte) bool {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -171,11 +175,25 @@ func (f *Fake) Tamper(id string, data []byte) bool {
 	return ok
 }
 
-// Mined returns the ids of the mined transactions, in mining order.
+// Mined returns the ids of the transactions on the chain, in mining order (a reorg takes
+// those of the blocks it replaced out).
 func (f *Fake) Mined() []string {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return append([]string(nil), f.mined...)
+}
+
+// drop forgets transaction id (evicted, expired, or in a replaced block), and the items its
+// bundle held. Caller holds mu; the caller also takes id out of mempool, a block or mined.
+func (f *Fake) drop(id string) {
+	e, ok := f.txs[id]
+	if !ok {
+		return
+	}
+	delete(f.txs, id)
+	if e.bundle != nil {
+		f.unindex(id, e.bundle)
+	}
 }
 
 // price is the reward a transaction of size bytes needs.

@@ -21,7 +21,12 @@ func wallet(t *testing.T) *arweave.Wallet {
 
 func start(t *testing.T) (*Fake, *arweave.Client, string) {
 	t.Helper()
-	f := New(Config{Manual: true})
+	return startWith(t, Config{Manual: true})
+}
+
+func startWith(t *testing.T, cfg Config) (*Fake, *arweave.Client, string) {
+	t.Helper()
+	f := New(cfg)
 	srv := httptest.NewServer(f)
 	t.Cleanup(func() { srv.Close(); f.Close() })
 	return f, arweave.NewClient(srv.URL, nil), srv.URL
@@ -30,8 +35,16 @@ func start(t *testing.T) (*Fake, *arweave.Client, string) {
 // signed builds and signs a transaction of size bytes, anchored and paid as the node asks.
 func signed(t *testing.T, c *arweave.Client, w *arweave.Wallet, size int, tweak func(*arweave.Tx)) *arweave.Tx {
 	t.Helper()
+	return signedData(t, c, w, bytes.Repeat([]byte{'x'}, size), []arweave.Tag{{Name: []byte("App-Name"), Value: []byte("test")}}, tweak)
+}
+
+// signedData builds and signs a transaction carrying data with tags, anchored and paid as the
+// node asks.
+func signedData(t *testing.T, c *arweave.Client, w *arweave.Wallet, data []byte, tags []arweave.Tag, tweak func(*arweave.Tx)) *arweave.Tx {
+	t.Helper()
 	ctx := context.Background()
-	tx := arweave.NewTx(bytes.Repeat([]byte{'x'}, size), []arweave.Tag{{Name: []byte("App-Name"), Value: []byte("test")}})
+	size := len(data)
+	tx := arweave.NewTx(data, tags)
 	var err error
 	if tx.LastTx, err = c.Anchor(ctx); err != nil {
 		t.Fatal(err)

@@ -31,10 +31,16 @@ func (f *Fake) routes() {
 	m.HandleFunc("GET /tx/{id}", f.getTx)
 	m.HandleFunc("GET /tx/{id}/status", f.status)
 	m.HandleFunc("GET /tx/{id}/data", f.data)
+	m.HandleFunc("GET /block/height/{height}", f.getBlock)
+	m.HandleFunc("GET /block/hash/{hash}", f.getBlock)
 	m.HandleFunc("GET /{id}", f.raw)
-	m.HandleFunc("POST /admin/faults", f.adminFaults)
-	m.HandleFunc("POST /admin/mine", func(w http.ResponseWriter, _ *http.Request) { f.Mine(); w.WriteHeader(http.StatusNoContent) })
-	m.HandleFunc("POST /admin/tamper/{id}", func(w http.ResponseWriter, r *http.Request) {
+	m.HandleFunc("GET /raw/{id}", f.raw)
+	m.HandleFunc("POST /graphql", f.graphql)
+	admin := http.NewServeMux()
+	admin.HandleFunc("POST /admin/faults", f.adminFaults)
+	admin.HandleFunc("POST /admin/mine", func(w http.ResponseWriter, _ *http.Request) { f.Mine(); w.WriteHeader(http.StatusNoContent) })
+	admin.HandleFunc("POST /admin/reorg", f.adminReorg)
+	admin.HandleFunc("POST /admin/tamper/{id}", func(w http.ResponseWriter, r *http.Request) {
 		data, _ := io.ReadAll(io.LimitReader(r.Body, 16<<20))
 		if !f.Tamper(r.PathValue("id"), data) {
 			http.NotFound(w, r)
@@ -42,30 +48,50 @@ func (f *Fake) routes() {
 		}
 		w.WriteHeader(http.StatusNoContent)
 	})
-	m.HandleFunc("GET /admin/mined", func(w http.ResponseWriter, _ *http.Request) { writeJSON(w, http.StatusOK, f.Mined()) })
+	admin.HandleFunc("GET /admin/mined", func(w http.ResponseWriter, _ *http.Request) { writeJSON(w, http.StatusOK, f.Mined()) })
+	admin.HandleFunc("GET /admin/bundles/{id}", f.adminBundle)
 	f.mux = http.NewServeMux()
+	f.mux.Handle("/admin/", admin)
 	f.mux.Handle("/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		f.mu.Lock()
-		lat := f.faults.Latency
-		f.mu.Unlock()
-		if lat > 0 {
-			time.Sleep(lat)
+		if !f.wait(r) {
+			return // the client went away
 		}
 		m.ServeHTTP(w, r)
 	}))
+}
+
+// wait waits out the Latency fault, holding no lock (requests wait concurrently), and reports
+// false if the client went away meanwhile.
+func (f *Fake) wait(r *http.Request) bool {
+	f.mu.Lock()
+	lat := f.faults.Latency
+	f.mu.Unlock()
+	if lat <= 0 {
+		return true
+	}
+	t := time.NewTimer(lat)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-r.Context().Done():
+		return false
+	}
 }
 
 func (f *Fake) info(w http.ResponseWriter, _ *http.Request) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	writeJSON(w, http.StatusOK, map[string]any{"network": "fakearweave", "height": len(f.blocks) - 1,
-		"current": b64.EncodeToString(f.blocks[len(f.blocks)-1]), "blocks": len(f.blocks)})
+		"current": b64.EncodeToString(f.blocks[len(f.blocks)-1].hash), "blocks": len(f.blocks)})
 }
 
+// anchor answers GET /tx_anchor: the block SuggestedAnchorDepth from the tip (the tip itself
+// by default).
 func (f *Fake) anchor(w http.ResponseWriter, _ *http.Request) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	io.WriteString(w, b64.EncodeToString(f.blocks[len(f.blocks)-1]))
+	io.WriteString(w, b64.EncodeToString(f.blocks[max(len(f.blocks)-f.cfg.SuggestedAnchorDepth, 0)].hash))
 }
 
 func (f *Fake) priceOf(w http.ResponseWriter, r *http.Request) {
@@ -77,7 +103,8 @@ func (f *Fake) priceOf(w http.ResponseWriter, r *http.Request) {
 	io.WriteString(w, f.price(n).String())
 }
 
-// postTx validates a transaction as a node does, then takes it into the mempool.
+// postTx validates a transaction as a node does, then takes it into the mempool. A bundle
+// whose data came in the body (or had all come by chunks) is unbundled before the answer.
 func (f *Fake) postTx(w http.ResponseWriter, r *http.Request) {
 	body, err := io.ReadAll(io.LimitReader(r.Body, 16<<20))
 	if err != nil {
@@ -88,65 +115,82 @@ func (f *Fake) postTx(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, msgInvalidJSON, http.StatusBadRequest)
 		return
 	}
+	id := tx.IDString()
+	status, msg := f.take(id, &tx)
+	switch status {
+	case http.StatusOK:
+		io.WriteString(w, msg)
+	case 0: // taken, answer dropped
+		if conn, _, err := w.(http.Hijacker).Hijack(); err == nil {
+			conn.Close()
+		}
+	default:
+		http.Error(w, msg, status)
+	}
+}
+
+// take validates tx and takes it, unbundling its data when complete: it returns the answer
+// (status 0: taken, the answer to be dropped). As a node, it answers 208 for a transaction it
+// has before it looks at anything else. The signature is checked without mu held.
+func (f *Fake) take(id string, tx *arweave.Tx) (int, string) {
 	f.mu.Lock()
-	defer f.mu.Unlock()
 	switch roll := f.dice.Float64(); {
 	case roll < f.faults.TooMany:
-		http.Error(w, msgTooMany, http.StatusTooManyRequests)
-		return
+		f.mu.Unlock()
+		return http.StatusTooManyRequests, msgTooMany
 	case roll < f.faults.TooMany+f.faults.Unavailable:
-		http.Error(w, "Service Unavailable", http.StatusServiceUnavailable)
-		return
+		f.mu.Unlock()
+		return http.StatusServiceUnavailable, "Service Unavailable"
 	}
-	id := tx.IDString()
-	if _, ok := f.txs[id]; ok {
-		http.Error(w, msgAlready, http.StatusAlreadyReported)
-		return
+	_, known := f.txs[id]
+	f.mu.Unlock()
+	if known {
+		return http.StatusAlreadyReported, msgAlready
 	}
 	if tx.Verify() != nil {
-		http.Error(w, msgVerification, http.StatusBadRequest)
-		return
-	}
-	if !f.recentBlock(tx.LastTx) {
-		http.Error(w, msgInvalidAnchor, http.StatusBadRequest)
-		return
+		return http.StatusBadRequest, msgVerification
 	}
 	reward, ok := new(big.Int).SetString(tx.Reward, 10)
+	f.mu.Lock()
+	if _, known := f.txs[id]; known { // taken by a concurrent post
+		f.mu.Unlock()
+		return http.StatusAlreadyReported, msgAlready
+	}
+	if !f.recentBlock(tx.LastTx) {
+		f.mu.Unlock()
+		return http.StatusBadRequest, msgInvalidAnchor
+	}
 	if !ok || reward.Cmp(f.price(tx.DataSize)) < 0 || tx.Quantity != "0" && tx.Quantity != "" {
 		// A reward under the price, or a transfer (the fake holds no balances): refused
 		// as a node refuses an underpaid or overspending transaction.
-		http.Error(w, msgVerification, http.StatusBadRequest)
-		return
+		f.mu.Unlock()
+		return http.StatusBadRequest, msgVerification
 	}
-	e := &entry{tx: &tx, height: -1, data: tx.Data}
+	f.seq++
+	e := &entry{tx: tx, height: -1, data: tx.Data, reward: reward, seq: f.seq}
 	if e.data == nil && tx.DataSize > 0 {
 		if u, ok := f.chunks[b64.EncodeToString(tx.DataRoot)]; ok && u.complete() {
 			e.data = u.data
 		}
 	}
+	if isBundle(tx.Tags) {
+		e.bundle = &bundle{}
+	}
 	f.txs[id] = e
 	f.mempool = append(f.mempool, id)
 	f.taken = append(f.taken, Taken{ID: id, Tags: tx.Tags, At: time.Now()})
-	if f.dice.Float64() < f.faults.DropAfterAccept {
-		if conn, _, err := w.(http.Hijacker).Hijack(); err == nil {
-			conn.Close()
-		}
-		return
+	drop := f.dice.Float64() < f.faults.DropAfterAccept
+	data := e.data
+	f.mu.Unlock()
+	f.index(id, e, data)
+	if drop {
+		return 0, ""
 	}
-	io.WriteString(w, "OK")
+	return http.StatusOK, "OK"
 }
 
-// recentBlock reports whether anchor is one of the last AnchorDepth blocks. Caller holds mu.
-func (f *Fake) recentBlock(anchor []byte) bool {
-	for i := len(f.blocks) - 1; i >= 0 && i >= len(f.blocks)-f.cfg.AnchorDepth; i-- {
-		if string(f.blocks[i]) == string(anchor) {
-			return true
-		}
-	}
-	return false
-}
-
-// postChunk takes a chunk whose data path proves it under its data root.
+// postChunk takes a chunk whose data path proves it under its data root. The chunk that
+// completes a bundle's data has it unbundled before the answer.
 func (f *Fake) postChunk(w http.ResponseWriter, r *http.Request) {
 	var c struct {
 		DataRoot, DataSize, DataPath, Offset, Chunk string
@@ -172,32 +216,41 @@ func (f *Fake) postChunk(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, `{"error":"invalid_proof"}`, http.StatusBadRequest)
 		return
 	}
+	type completed struct {
+		id string
+		e  *entry
+	}
+	var done []completed
 	f.mu.Lock()
-	defer f.mu.Unlock()
 	u, found := f.chunks[c.DataRoot]
 	if !found {
 		u = &upload{size: size, data: make([]byte, size), got: map[int]bool{}}
 		f.chunks[c.DataRoot] = u
 	}
-	copy(u.data[lo:hi], chunk)
-	u.got[lo] = true
+	// A chunk received again is the same bytes (its proof ties them to the root): the buffer
+	// is not written twice, so data handed out once complete is never written again.
+	if !u.got[lo] {
+		copy(u.data[lo:hi], chunk)
+		u.got[lo] = true
+	}
 	if u.complete() {
-		for _, e := range f.txs {
+		for id, e := range f.txs {
 			if e.data == nil && b64.EncodeToString(e.tx.DataRoot) == c.DataRoot {
 				e.data = u.data
+				done = append(done, completed{id, e})
 			}
 		}
+	}
+	f.mu.Unlock()
+	for _, d := range done {
+		f.index(d.id, d.e, u.data)
 	}
 	io.WriteString(w, "OK")
 }
 
 // complete reports whether every byte arrived (chunks never overlap: their starts cover it).
 func (u *upload) complete() bool {
-	n := 0
-	for range u.got {
-		n++
-	}
-	return len(arweave.Chunks(make([]byte, u.size))) == n || u.size == 0
+	return len(arweave.Chunks(make([]byte, u.size))) == len(u.got) || u.size == 0
 }
 
 func (f *Fake) lookup(w http.ResponseWriter, r *http.Request) (*entry, bool) {
@@ -208,6 +261,8 @@ func (f *Fake) lookup(w http.ResponseWriter, r *http.Request) (*entry, bool) {
 	return e, ok
 }
 
+// status answers GET /tx/{id}/status, for transactions only: a node knows nothing of data
+// items (404).
 func (f *Fake) status(w http.ResponseWriter, r *http.Request) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -219,7 +274,7 @@ func (f *Fake) status(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "Pending", http.StatusAccepted)
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"block_height": e.height, "block_indep_hash": b64.EncodeToString(f.blocks[e.height]),
+	writeJSON(w, http.StatusOK, map[string]any{"block_height": e.height, "block_indep_hash": b64.EncodeToString(f.blocks[e.height].hash),
 		"number_of_confirmations": len(f.blocks) - e.height})
 }
 
@@ -240,26 +295,37 @@ func (f *Fake) getTx(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, &head)
 }
 
-// data answers the data base64url (GET /tx/{id}/data), raw answers it as bytes (GET /{id}).
-func (f *Fake) data(w http.ResponseWriter, r *http.Request) { f.serveData(w, r, true) }
-func (f *Fake) raw(w http.ResponseWriter, r *http.Request)  { f.serveData(w, r, false) }
-
-func (f *Fake) serveData(w http.ResponseWriter, r *http.Request, encoded bool) {
+// getBlock answers GET /block/height/{height} and GET /block/hash/{hash} with the fields of a
+// node's block that the fake has: indep_hash, previous_block, height, timestamp, txs.
+func (f *Fake) getBlock(w http.ResponseWriter, r *http.Request) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	e, ok := f.lookup(w, r)
-	if !ok {
+	h := -1
+	if s := r.PathValue("height"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 0 {
+			http.Error(w, "Invalid height.", http.StatusBadRequest)
+			return
+		}
+		h = n
+	} else if hash, err := b64.DecodeString(r.PathValue("hash")); err == nil {
+		for i, b := range f.blocks {
+			if string(b.hash) == string(hash) {
+				h = i
+			}
+		}
+	}
+	if h < 0 || h >= len(f.blocks) {
+		http.Error(w, "Block not found.", http.StatusNotFound)
 		return
 	}
-	if e.data == nil && e.tx.DataSize > 0 {
-		http.Error(w, "Not Found.", http.StatusNotFound) // chunks still missing
-		return
+	b := f.blocks[h]
+	prev := ""
+	if h > 0 {
+		prev = b64.EncodeToString(f.blocks[h-1].hash)
 	}
-	if encoded {
-		io.WriteString(w, b64.EncodeToString(e.data))
-		return
-	}
-	w.Write(e.data)
+	writeJSON(w, http.StatusOK, map[string]any{"indep_hash": b64.EncodeToString(b.hash), "previous_block": prev,
+		"height": h, "timestamp": b.at.Unix(), "txs": append([]string{}, b.txs...)})
 }
 
 func (f *Fake) adminFaults(w http.ResponseWriter, r *http.Request) {
