@@ -46,6 +46,7 @@ type ChainHead struct {
 	TxID         *string `json:"tx_id"` // nil before the first event
 	CID          *string `json:"cid"`
 	ConfirmedSeq int64   `json:"confirmed_seq"`
+	BundleTx     *string `json:"bundle_tx,omitempty"` // bundle mode: the last bundle's wrapper
 	Queued       int     `json:"queued"`
 	Failed       int     `json:"failed"`
 	UpdatedAt    int64   `json:"updated_at"`

@@ -12,6 +12,7 @@ import (
 	"github.com/shardkeeper/shardkeeper/actors"
 	"github.com/shardkeeper/shardkeeper/actors/kit"
 	"github.com/shardkeeper/shardkeeper/arweave"
+	"github.com/shardkeeper/shardkeeper/arweave/ans104"
 	"github.com/shardkeeper/shardkeeper/config"
 	"github.com/shardkeeper/shardkeeper/domain"
 	"golang.org/x/mod/sumdb/note"
@@ -33,9 +34,15 @@ type Options struct {
 	CheckpointEvery int           // --chain-checkpoint-every
 	PollInterval    time.Duration // --chain-poll-interval
 	MaxReward       uint64        // --chain-max-reward, winston
+	Mode            string        // --chain-mode
+	SignerKeyFile   string        // --chain-signer-key
+	BundleInterval  time.Duration // --chain-bundle-interval
+	BundleMaxItems  int           // --chain-bundle-max-items
+	BundleMaxBytes  int           // --chain-bundle-max-bytes
 
-	wallet *arweave.Wallet
-	signer note.Signer
+	wallet     *arweave.Wallet
+	signer     note.Signer
+	itemSigner ans104.Signer
 }
 
 // Settings are the chain's options.
@@ -47,12 +54,17 @@ var Settings = config.NewSection("attestation chain", func(o *Options) []config.
 		config.String(&o.Token, "chain-token", "", "bearer token of chain writes; empty disables them (prefer --chain-token-file)"),
 		config.String(&o.TokenFile, "chain-token-file", "", "file holding the chain token (not shown in ps)").Checked(o.loadToken),
 		config.Int(&o.MaxInFlight, "chain-max-in-flight", "256", "uploads (POST /tx) under way per chain; they start in seq order").Checked(config.AtLeast(&o.MaxInFlight, 1)),
-		config.Int(&o.MaxUnconfirmed, "chain-max-unconfirmed", "10000", "events per chain signed and not yet confirmed; signing waits while this many are").Checked(config.AtLeast(&o.MaxUnconfirmed, 1)),
+		config.Int(&o.MaxUnconfirmed, "chain-max-unconfirmed", "0", "events per chain signed and not yet confirmed; signing waits while this many are (0: 10000 in l1 mode, 500000 in bundle mode, where a bundle waits minutes for its block)").Checked(config.AtLeast(&o.MaxUnconfirmed, 0)),
 		config.Int(&o.MaxQueued, "chain-max-queued", strconv.Itoa(DefaultMaxQueued), "events per chain accepted and not yet signed; past it a new event answers 429 queue_full (an identical repeat is still 200), so that a chain whose gateway is down stops storing what it cannot sign (>= 1)").Checked(config.AtLeast(&o.MaxQueued, 1)),
 		config.Int(&o.Confirmations, "chain-confirmations", "1", "blocks deep before an event counts as confirmed").Checked(config.AtLeast(&o.Confirmations, 1)),
 		config.Uint64(&o.MaxReward, "chain-max-reward", strconv.FormatUint(DefaultMaxReward, 10), "the highest reward, in winston, the chain signs a transaction for (10000000000 is 0.01 AR); an event quoted above it is not signed: a failed prepare, fee_too_high (>= 1)").Checked(o.checkMaxReward),
 		config.Duration(&o.PollInterval, "chain-poll-interval", "5s", "how often a chain asks the gateway about its events not yet confirmed (an Arweave block takes about two minutes)").Checked(config.Positive(&o.PollInterval)),
 		config.Int(&o.CheckpointEvery, "chain-checkpoint-every", "1000", "with --chain-log-key: anchor a signed checkpoint in each chain every this many confirmed events (0: never)").Checked(config.AtLeast(&o.CheckpointEvery, 0)),
+		config.String(&o.Mode, "chain-mode", ModeL1, "l1: each event one Arweave transaction; bundle: each event an ANS-104 data item, packed into bundles of one transaction each").Checked(o.checkMode),
+		config.String(&o.SignerKeyFile, "chain-signer-key", "", "bundle mode: file of the Ed25519 key that signs the data items (made by shardkeeper chain signer-key; readable by its owner only); without it the wallet signs them (a 4096-bit wallet)").Checked(o.loadSignerKey),
+		config.Duration(&o.BundleInterval, "chain-bundle-interval", DefaultBundleInterval.String(), "bundle mode: the longest an event waits for its bundle; a bundle is also made once full").Checked(config.Positive(&o.BundleInterval)),
+		config.Int(&o.BundleMaxItems, "chain-bundle-max-items", strconv.Itoa(DefaultBundleMaxItems), "bundle mode: the most events in one bundle (>= 1)").Checked(config.AtLeast(&o.BundleMaxItems, 1)),
+		config.Int(&o.BundleMaxBytes, "chain-bundle-max-bytes", strconv.Itoa(DefaultBundleMaxBytes), "bundle mode: the most bytes of items in one bundle (a single larger item still makes a bundle of its own) (>= 1)").Checked(config.AtLeast(&o.BundleMaxBytes, 1)),
 		config.String(&o.LogKeyFile, "chain-log-key", "", "file holding the signed-note private key (PRIVATE+KEY+<name>+…, made by shardkeeper chain log-key) that signs the chains' checkpoints; readable by its owner only").Checked(o.loadLogKey),
 	}
 })
@@ -112,6 +124,37 @@ func (o *Options) loadLogKey() error {
 	return nil
 }
 
+func (o *Options) checkMode() error {
+	if o.Mode != ModeL1 && o.Mode != ModeBundle {
+		return fmt.Errorf("must be %s or %s, got %q", ModeL1, ModeBundle, o.Mode)
+	}
+	return nil
+}
+
+// loadSignerKey reads --chain-signer-key; in bundle mode without one, the wallet signs the
+// items (runs after the wallet is read: options are checked in order).
+func (o *Options) loadSignerKey() error {
+	o.itemSigner = nil
+	if o.SignerKeyFile != "" {
+		b, err := config.ReadSecretFile(o.SignerKeyFile, "chain signer key", 4096)
+		if err != nil {
+			return err
+		}
+		if o.itemSigner, err = ParseSignerKey(b); err != nil {
+			return err
+		}
+		return nil
+	}
+	if o.Mode == ModeBundle && o.wallet != nil {
+		s, err := ans104.NewArweaveSigner(o.wallet)
+		if err != nil {
+			return fmt.Errorf("bundle mode without --chain-signer-key signs items with the wallet: %w", err)
+		}
+		o.itemSigner = s
+	}
+	return nil
+}
+
 func (o *Options) loadToken() error {
 	if o.TokenFile == "" {
 		return nil
@@ -154,6 +197,7 @@ func Domain() domain.Domain {
 			}
 			kc := Config{MaxInFlight: o.MaxInFlight, MaxUnconfirmed: o.MaxUnconfirmed, MaxQueued: o.MaxQueued, Confirmations: int64(o.Confirmations),
 				LogSigner: o.signer, CheckpointEvery: int64(o.CheckpointEvery), PollInterval: o.PollInterval, MaxReward: o.MaxReward,
+				Mode: o.Mode, ItemSigner: o.itemSigner, BundleInterval: o.BundleInterval, BundleMaxItems: o.BundleMaxItems, BundleMaxBytes: o.BundleMaxBytes,
 				Metrics: NewMetrics(env.Registerer)}
 			if o.wallet != nil {
 				kc.Gateway, kc.Wallet = arweave.NewClient(o.Gateway, nil), o.wallet
@@ -167,4 +211,6 @@ func Domain() domain.Domain {
 
 // Load reads the wallet and token files, as loading the configuration does: for a
 // configuration built in code (tests).
-func (o *Options) Load() error { return errors.Join(o.loadWallet(), o.loadToken(), o.loadLogKey()) }
+func (o *Options) Load() error {
+	return errors.Join(o.loadWallet(), o.loadToken(), o.loadLogKey(), o.loadSignerKey())
+}

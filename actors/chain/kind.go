@@ -10,6 +10,7 @@ import (
 
 	"github.com/shardkeeper/shardkeeper/actors"
 	"github.com/shardkeeper/shardkeeper/arweave"
+	"github.com/shardkeeper/shardkeeper/arweave/ans104"
 	"golang.org/x/mod/sumdb/note"
 )
 
@@ -94,6 +95,17 @@ type Config struct {
 	// DefaultMaxReward): the wallet pays whatever the gateway quotes, so a wrong or hostile
 	// quote must not drain it.
 	MaxReward uint64
+	// Mode is ModeL1 (default: one transaction per event) or ModeBundle (events as data
+	// items, in bundles; bundle.go).
+	Mode string
+	// ItemSigner signs the data items in bundle mode (required there).
+	ItemSigner ans104.Signer
+	// BundleInterval is the longest an event waits for its bundle, BundleMaxItems and
+	// BundleMaxBytes (the items' bytes) a bundle's size: it is made when full, or at the
+	// interval (defaults DefaultBundleInterval, DefaultBundleMaxItems, DefaultBundleMaxBytes).
+	BundleInterval time.Duration
+	BundleMaxItems int
+	BundleMaxBytes int
 }
 
 // DefaultMaxReward is the default --chain-max-reward: 0.01 AR, in winston.
@@ -110,6 +122,22 @@ func (c Config) withDefaults() Config {
 	}
 	if c.MaxUnconfirmed <= 0 {
 		c.MaxUnconfirmed = 10000
+		if c.Mode == ModeBundle {
+			// A bundle waits minutes for its block: events keep coming meanwhile.
+			c.MaxUnconfirmed = DefaultMaxUnconfirmedBundled
+		}
+	}
+	if c.Mode == "" {
+		c.Mode = ModeL1
+	}
+	if c.BundleInterval <= 0 {
+		c.BundleInterval = DefaultBundleInterval
+	}
+	if c.BundleMaxItems <= 0 {
+		c.BundleMaxItems = DefaultBundleMaxItems
+	}
+	if c.BundleMaxBytes <= 0 {
+		c.BundleMaxBytes = DefaultBundleMaxBytes
 	}
 	if c.MaxQueued <= 0 {
 		c.MaxQueued = DefaultMaxQueued
@@ -138,8 +166,9 @@ func (c Config) withDefaults() Config {
 // Kind returns the chain kind.
 func Kind(cfg Config) actors.Kind {
 	cfg = cfg.withDefaults()
-	// Every post under way is an effect, with a prepare, a poll and a quote beside them.
-	return actors.Kind{Name: KindName, MaxEffects: cfg.MaxInFlight + 3,
+	// Every post under way is an effect, with a prepare, a poll, a quote and a bundle beside
+	// them.
+	return actors.Kind{Name: KindName, MaxEffects: cfg.MaxInFlight + 4,
 		New: func(name string) actors.Handler { return &actor{cfg: cfg, name: name} }}
 }
 
@@ -151,6 +180,8 @@ type actor struct {
 	preparing bool            // a "prepare" effect is running
 	polling   bool            // a "poll" effect is running
 	renewing  bool            // a "quote" effect is running
+	bundling  bool            // a "bundle" effect is running
+	bundleAt  time.Time       // the "bundle" alarm this activation set is due then
 	inflight  map[string]bool // transactions posted and not answered yet
 	quote     quote           // the anchor and prices last read
 	quoteGen  int             // bumped each time the quote is dropped
@@ -195,9 +226,12 @@ type Head struct {
 	TxID         *string `json:"tx_id"`
 	CID          *string `json:"cid"`
 	ConfirmedSeq int64   `json:"confirmed_seq"`
-	Queued       int     `json:"queued"`
-	Failed       int     `json:"failed"`
-	UpdatedAt    int64   `json:"updated_at"`
+	// BundleTx is the wrapper of the chain's last bundle (bundle mode): where a walk of the
+	// chain on Arweave starts.
+	BundleTx  *string `json:"bundle_tx,omitempty"`
+	Queued    int     `json:"queued"`
+	Failed    int     `json:"failed"`
+	UpdatedAt int64   `json:"updated_at"`
 }
 
 func (a *actor) Receive(ctx *actors.Context, req actors.Request) ([]byte, error) {
@@ -216,6 +250,9 @@ func (a *actor) Receive(ctx *actors.Context, req actors.Request) ([]byte, error)
 		h := Head{Chain: ctx.ID(), Seq: m.Seq, ConfirmedSeq: m.ConfirmedSeq, Queued: m.Queued, Failed: m.Failed, UpdatedAt: m.UpdatedAt}
 		if m.TxID != "" {
 			h.TxID, h.CID = &m.TxID, &m.CID
+		}
+		if m.BundleTx != "" {
+			h.BundleTx = &m.BundleTx
 		}
 		return json.Marshal(h)
 	case MethodEvent:

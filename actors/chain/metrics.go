@@ -30,6 +30,8 @@ const (
 	eventConfirmed = "confirmed" // mined deep enough
 	eventFailed    = "failed"    // retries exhausted before signing
 	eventBroken    = "broken"    // mined, linking to a transaction that expired unmined
+	eventBundled   = "bundled"   // bundle mode: put in a bundle (its wrapper signed)
+	eventRewrapped = "rewrapped" // bundle mode: a bundle's wrapper signed again (counted per bundle)
 )
 
 // NewMetrics creates the chain's instruments on reg (shared with instruments already there).

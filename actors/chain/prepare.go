@@ -11,6 +11,7 @@ import (
 
 	"github.com/shardkeeper/shardkeeper/actors"
 	"github.com/shardkeeper/shardkeeper/arweave"
+	"github.com/shardkeeper/shardkeeper/arweave/ans104"
 )
 
 // Preparing: the "prepare" effect reads what signing needs from the gateway (an anchor, the
@@ -108,6 +109,9 @@ type prepareJob struct {
 	Wallet *arweave.Wallet
 	// MaxReward is the reward cap (Config.MaxReward), checked as each transaction is signed.
 	MaxReward uint64
+	// ItemSigner, in bundle mode, signs data items instead of transactions: no anchor, no
+	// price, no reward.
+	ItemSigner ans104.Signer
 }
 
 type queuedItem struct {
@@ -133,13 +137,18 @@ type signedItem struct {
 	Key []byte          `json:"key,omitempty"`
 	Seq int64           `json:"seq,omitempty"`
 	Old string          `json:"old,omitempty"`
-	Tx  json.RawMessage `json:"tx"`
+	Tx  json.RawMessage `json:"tx,omitempty"`
+	// Item is the signed data item (bundle mode).
+	Item []byte `json:"item,omitempty"`
 }
 
 // pump starts a prepare for the next queued events, or for the next events to sign again,
 // unless one runs, a failed one waits for its retry, or no post or unconfirmed slot is free.
 func (a *actor) pump(ctx *actors.Context, m meta) error {
 	a.cfg.Metrics.depth(a.name, m.Queued, len(a.inflight), m.Seq-m.ConfirmedSeq)
+	if a.cfg.Mode == ModeBundle {
+		return a.pumpItems(ctx, m)
+	}
 	if a.cfg.Gateway == nil || a.preparing || ctx.Now().Before(a.retryAt) {
 		return nil // no gateway: writes are refused at the route, nothing is queued
 	}
@@ -177,6 +186,35 @@ func (a *actor) pump(ctx *actors.Context, m meta) error {
 	} else {
 		job.Quote = quote{At: ctx.Now()}
 	}
+	return a.startPrepare(ctx, job)
+}
+
+// pumpItems is pump in bundle mode: the next bundle when due, and the next queued events
+// signed as data items (the wrapper, not the items, needs the gateway's anchor and price).
+func (a *actor) pumpItems(ctx *actors.Context, m meta) error {
+	if err := a.maybeBundle(ctx, m, false); err != nil {
+		return err
+	}
+	if a.cfg.Gateway == nil || a.cfg.ItemSigner == nil || a.preparing || ctx.Now().Before(a.retryAt) {
+		return nil
+	}
+	items, err := nextQueued(ctx, min(a.cfg.MaxUnconfirmed-int(m.Seq-m.ConfirmedSeq), prepareBatch))
+	if err != nil || len(items) == 0 {
+		return err
+	}
+	job := prepareJob{Chain: ctx.ID(), Head: Link{Seq: m.Seq, TxID: m.TxID, CID: m.CID}, Gen: a.quoteGen, ItemSigner: a.cfg.ItemSigner}
+	for _, it := range items {
+		v, _, err := load[version](ctx, it.Value)
+		if err != nil {
+			return err
+		}
+		job.Items = append(job.Items, queuedItem{Key: it.Key, Event: v.Event})
+	}
+	return a.startPrepare(ctx, job)
+}
+
+// startPrepare runs job in the "prepare" effect.
+func (a *actor) startPrepare(ctx *actors.Context, job prepareJob) error {
 	a.preparing = true
 	gw, timeout := a.cfg.Gateway, a.cfg.CallTimeout
 	return ctx.Effect("prepare", func(c context.Context) ([]byte, error) {
@@ -203,6 +241,9 @@ func nextQueued(ctx *actors.Context, n int) ([]actors.KV, error) {
 func (j prepareJob) run(ctx context.Context, gw Gateway) (prepared, error) {
 	p := prepared{Anchor: j.Quote.Anchor, Height: j.Quote.Height, Prices: j.Quote.Prices, ReadAt: j.Quote.At,
 		Gen: j.Gen, From: j.From, Resign: len(j.Resign) > 0, Head: j.Head}
+	if j.ItemSigner != nil {
+		return j.signItems(ctx, p)
+	}
 	if p.Anchor == nil {
 		anchor, err := gw.Anchor(ctx)
 		if err != nil {
@@ -266,6 +307,23 @@ func (j prepareJob) run(ctx context.Context, gw Gateway) (prepared, error) {
 	return p, nil
 }
 
+// signItems signs the items of the queued events, each linked to the one before.
+func (j prepareJob) signItems(ctx context.Context, p prepared) (prepared, error) {
+	prev := j.Head
+	for _, it := range j.Items {
+		if err := ctx.Err(); err != nil {
+			return p, err
+		}
+		item, err := Item(j.Chain, &it.Event, prev, j.ItemSigner)
+		if err != nil {
+			return p, fmt.Errorf("chain %s: sign the item of %s v%d: %w", j.Chain, it.Event.EntityID, it.Event.Ver, err)
+		}
+		p.Signed = append(p.Signed, signedItem{Key: it.Key, Item: item.Bytes()})
+		prev = Link{Seq: prev.Seq + 1, TxID: item.IDString(), CID: it.Event.CID}
+	}
+	return p, nil
+}
+
 // prepareDone takes a prepare's result: the quote is kept, and the events signed are
 // committed — new ones only while nothing is to be signed again, those signed again only
 // while that is still due.
@@ -320,16 +378,26 @@ func (a *actor) commitSigned(ctx *actors.Context, m meta, p prepared) (meta, err
 	now := ctx.Now().UnixMilli()
 	for i, s := range p.Signed {
 		var tx arweave.Tx
-		if err := json.Unmarshal(s.Tx, &tx); err != nil {
-			return m, err
+		var id string
+		if s.Item != nil {
+			item, err := ans104.Parse(s.Item)
+			if err != nil {
+				return m, err
+			}
+			id = item.IDString()
+		} else {
+			if err := json.Unmarshal(s.Tx, &tx); err != nil {
+				return m, err
+			}
+			id = tx.IDString()
 		}
 		v, _, err := load[version](ctx, front[i].Value)
 		if err != nil {
 			return m, err
 		}
-		seq, id := m.Seq+1, tx.IDString()
+		seq := m.Seq + 1
 		rec := record{eventView: eventView{Seq: seq, EntityID: v.EntityID, Ver: v.Ver, CID: v.CID, Op: v.Op, Vis: v.Vis, TS: v.TS,
-			TxID: id, Status: StatusSigned}, Tx: s.Tx, AnchorHeight: max(p.Height, a.height), Accepted: v.CreatedAt}
+			TxID: id, Status: StatusSigned}, Tx: s.Tx, Item: s.Item, AnchorHeight: max(p.Height, a.height), Accepted: v.CreatedAt}
 		if m.Seq > 0 {
 			prevTx, prevCID := m.TxID, m.CID
 			rec.PrevTx, rec.PrevCID = &prevTx, &prevCID
@@ -343,12 +411,18 @@ func (a *actor) commitSigned(ctx *actors.Context, m meta, p prepared) (meta, err
 		}
 		ctx.Delete(front[i].Key)
 		m.Seq, m.TxID, m.CID, m.Queued, m.UpdatedAt = seq, id, v.CID, m.Queued-1, now
+		if s.Item != nil {
+			continue // posted in its bundle
+		}
 		if err := a.post(ctx, seq, &tx); err != nil {
 			return m, err
 		}
 	}
 	a.cfg.Metrics.event(eventSigned, len(p.Signed))
 	store(ctx, metaKey, m)
+	if a.cfg.Mode == ModeBundle {
+		return m, nil // the polls ask about bundles, once there are
+	}
 	// The next poll within PollInterval: a poll alarm already set for later (the watchdog of
 	// a poll under way) is brought forward.
 	next := ctx.Now().Add(a.cfg.PollInterval)

@@ -44,6 +44,9 @@ func (a *actor) Alarm(ctx *actors.Context, al actors.Alarm) error {
 	case "pump":
 		a.retryAt = time.Time{}
 		return a.pump(ctx, m)
+	case "bundle":
+		a.bundleAt = time.Time{}
+		return a.maybeBundle(ctx, m, true)
 	case "poll":
 		if m.Seq <= m.ConfirmedSeq {
 			return nil
@@ -52,6 +55,9 @@ func (a *actor) Alarm(ctx *actors.Context, al actors.Alarm) error {
 		// result be lost (the activation stopped), this one fires.
 		if err := ctx.SetAlarm("poll", ctx.Now().Add(4*a.cfg.PollInterval)); err != nil {
 			return err
+		}
+		if a.cfg.Mode == ModeBundle {
+			return a.pollBundles(ctx, m)
 		}
 		return a.poll(ctx, m)
 	}
@@ -149,6 +155,10 @@ func (a *actor) HandleEffect(ctx *actors.Context, r actors.EffectResult) error {
 		return a.prepareDone(ctx, m, r)
 	case r.Name == "quote":
 		return a.quoteRenewed(r)
+	case r.Name == "bundle":
+		return a.bundleDone(ctx, m, r)
+	case strings.HasPrefix(r.Name, "wrap:"):
+		return a.wrapperPosted(ctx, m, r)
 	case strings.HasPrefix(r.Name, "post:"):
 		seqStr, txID, _ := strings.Cut(strings.TrimPrefix(r.Name, "post:"), ":")
 		seq, _ := strconv.ParseInt(seqStr, 10, 64)
@@ -178,6 +188,18 @@ func (a *actor) HandleEffect(ctx *actors.Context, r actors.EffectResult) error {
 			}
 		}
 		a.height = max(a.height, p.Height)
+		if a.cfg.Mode == ModeBundle {
+			if m, err = a.bundlesPolled(ctx, m, p); err != nil {
+				return err
+			}
+			store(ctx, metaKey, m)
+			if m.Seq > m.ConfirmedSeq {
+				if err := ctx.SetAlarm("poll", ctx.Now().Add(a.cfg.PollInterval)); err != nil {
+					return err
+				}
+			}
+			return a.pump(ctx, m)
+		}
 		seqs := make([]int64, 0, len(p.States))
 		for seq := range p.States {
 			seqs = append(seqs, seq)

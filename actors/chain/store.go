@@ -16,6 +16,7 @@ import (
 //	                        transaction, posted again with the same bytes until mined
 //	l/<entity_id>           the latest signed version of each entity
 //	f/<version key>         the failed versions (never signed; retry requeues them)
+//	b/<first seq %016x>     bundle mode: the bundles (bundle.go)
 
 // Event statuses.
 const (
@@ -41,6 +42,12 @@ type meta struct {
 	// ResignFrom, when set, is the lowest event whose transaction expired unmined: it and
 	// every later event not mined are signed again, in batches (resign.go).
 	ResignFrom int64 `json:"resign_from,omitempty"`
+	// Bundle mode (bundle.go): the last event in a bundle, that bundle's wrapper, and the
+	// first event of the lowest bundle whose wrapper expired unmined (it and every later
+	// wrapper not mined are signed again).
+	BundledSeq int64  `json:"bundled_seq,omitempty"`
+	BundleTx   string `json:"bundle_tx,omitempty"`
+	RewrapFrom int64  `json:"rewrap_from,omitempty"`
 }
 
 // version is one accepted (entity_id, ver).
@@ -58,6 +65,8 @@ type version struct {
 type record struct {
 	eventView
 	Tx json.RawMessage `json:"tx,omitempty"` // the signed transaction, until confirmed
+	// Item is the signed data item in bundle mode, until its bundle is confirmed.
+	Item []byte `json:"item,omitempty"`
 	// AnchorHeight is (at least) the height of the transaction's anchor; Mined is set once
 	// the node showed it in a block; Replaced lists the transactions this event had before,
 	// which expired unmined (never on the chain, and never to be).

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -77,6 +76,11 @@ type Broken struct {
 // and the next event's prev_tx and prev_cid naming it. Each checkpoint anchored in the chain
 // must then be the tree of the events before it (its signature is the caller's to check:
 // Anchored). progress, when set, is called after each event checked, with its attestation.
+//
+// A head that is a bundle's wrapper (bundle mode) is walked through its bundles: each wrapper
+// is checked as a transaction (signature, id, data root, one wallet), its tags name its seq
+// range and the wrapper before it, and its data is an ANS-104 bundle whose items — each
+// signature and id checked, one signer — are the events of that range in seq order.
 func Verify(ctx context.Context, g Reader, head string, progress func(checked int, a Attestation)) Report {
 	r := Report{Head: Ref{TxID: head}}
 	var (
@@ -91,37 +95,25 @@ func Verify(ctx context.Context, g Reader, head string, progress func(checked in
 		r.FirstError = &Broken{Seq: max(seq, 0), TxID: id, Reason: fmt.Sprintf(format, args...)}
 		return r
 	}
+	var src eventSource = l1Events{g}
+	if b, first, err := openBundles(ctx, g, head); err != nil {
+		return broken(wantSeq, "%v", err)
+	} else if b != nil {
+		src, id = b, first
+	}
 	for {
 		if err := ctx.Err(); err != nil {
 			return broken(wantSeq, "interrupted: %v", err)
 		}
-		tx, err := g.Tx(ctx, id)
-		switch {
-		case errors.Is(err, arweave.ErrNotFound):
-			return broken(wantSeq, "the gateway does not know the transaction")
-		case errors.Is(err, arweave.ErrPending):
-			return broken(wantSeq, "the transaction is not mined yet")
-		case err != nil:
-			return broken(wantSeq, "cannot read the transaction: %v", err)
-		}
-		if err := tx.Verify(); err != nil {
-			return broken(wantSeq, "%v", err)
-		}
-		if tx.IDString() != id {
-			return broken(wantSeq, "the gateway answered transaction %s", tx.IDString())
-		}
-		if owner != nil && string(tx.Owner) != string(owner) {
-			return broken(wantSeq, "signed by wallet %s, the chain's later events by %s", arweave.AddressOf(tx.Owner), arweave.AddressOf(owner))
-		}
-		owner = tx.Owner
-		data, err := g.Data(ctx, id)
+		ev, err := src.event(ctx, id, wantSeq)
 		if err != nil {
-			return broken(wantSeq, "cannot read the data: %v", err)
-		}
-		tx.Data = data
-		if err := tx.Verify(); err != nil { // now with the data: its size and root
 			return broken(wantSeq, "%v", err)
 		}
+		if owner != nil && string(ev.owner) != string(owner) {
+			return broken(wantSeq, "signed by wallet %s, the chain's later events by %s", arweave.AddressOf(ev.owner), arweave.AddressOf(owner))
+		}
+		owner = ev.owner
+		data, tx := ev.data, ev
 		a, manifest, err := ParsePayload(data)
 		if err != nil {
 			if a.Seq > 0 {
@@ -129,10 +121,7 @@ func Verify(ctx context.Context, g Reader, head string, progress func(checked in
 			}
 			return broken(wantSeq, "%v", err)
 		}
-		tags := map[string]string{}
-		for _, t := range tx.Tags {
-			tags[string(t.Name)] = string(t.Value)
-		}
+		tags := tagMap(tx.tags)
 		if chain == "" {
 			chain = tags["Chain"]
 		}

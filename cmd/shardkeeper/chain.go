@@ -22,6 +22,7 @@ import (
 const chainUsage = `Usage: shardkeeper chain verify --gateway URL (--head TX_ID | --chain NAME [--addr host:port]) [--json]
        shardkeeper chain proof --log-key VKEY --checkpoint FILE (--inclusion FILE --event FILE | --consistency FILE --older FILE)
        shardkeeper chain log-key --name NAME --out FILE
+       shardkeeper chain signer-key --out FILE
 
 Walks an attestation chain on Arweave from its head back to seq 1 and checks every event: the
 transaction's signature and id, its data against its data root, the manifest against its CID,
@@ -40,9 +41,13 @@ log-key makes the key pair that signs the chains' checkpoints: the private key g
 (readable by its owner only; give it to the nodes with --chain-log-key), the verifier key is
 printed (give it to whoever checks checkpoints).
 
+signer-key makes the Ed25519 key that signs the data items of bundle mode (--chain-mode
+bundle): the key goes to FILE (readable by its owner only; give it to the nodes with
+--chain-signer-key), and its owner (public key) and address are printed as JSON.
+
 Flags of verify:
   --gateway URL   Arweave node or gateway (its HTTP API: /tx/{id}, /{id})
-  --head TX_ID    the chain's last event
+  --head TX_ID    the chain's last event, or in bundle mode its last bundle's transaction
   --chain NAME    instead of --head: the chain whose head a node reports (GET /v1/chains/NAME/head)
   --addr host:port  that node's HTTP address (default "127.0.0.1:8080")
   --json          print {ok, checked, head: {seq, tx_id}, first_error: {seq, tx_id, reason} | null,
@@ -61,6 +66,9 @@ Flags of proof:
 Flags of log-key:
   --name NAME     the log's name, which its checkpoints and verifier key carry
   --out FILE      where to write the private key (an existing file is never replaced)
+
+Flags of signer-key:
+  --out FILE      where to write the key (an existing file is never replaced)
 `
 
 // chainCmd runs "shardkeeper chain".
@@ -68,18 +76,20 @@ func chainCmd(args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
 		fmt.Fprint(stdout, chainUsage)
 		if len(args) == 0 {
-			return usageError{errors.New("chain: missing subcommand (verify, proof, log-key)")}
+			return usageError{errors.New("chain: missing subcommand (verify, proof, log-key, signer-key)")}
 		}
 		return flag.ErrHelp
 	}
 	switch args[0] {
 	case "log-key":
 		return logKey(args[1:], stdout)
+	case "signer-key":
+		return signerKey(args[1:], stdout)
 	case "proof":
 		return checkProof(args[1:], stdout)
 	case "verify":
 	default:
-		return usageError{fmt.Errorf("chain: unknown subcommand %q (verify, proof, log-key)", args[0])}
+		return usageError{fmt.Errorf("chain: unknown subcommand %q (verify, proof, log-key, signer-key)", args[0])}
 	}
 	fs := flag.NewFlagSet("chain verify", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
@@ -105,8 +115,9 @@ func chainCmd(args []string, stdout, stderr io.Writer) error {
 	}
 	if *name != "" {
 		var h struct {
-			Seq  int64   `json:"seq"`
-			TxID *string `json:"tx_id"`
+			Seq      int64   `json:"seq"`
+			TxID     *string `json:"tx_id"`
+			BundleTx *string `json:"bundle_tx"` // bundle mode: the walk starts at the last bundle
 		}
 		status, err := adminCall(*addr, http.MethodGet, "/v1/chains/"+url.PathEscape(*name)+"/head", "", nil, &h)
 		switch {
@@ -118,6 +129,9 @@ func chainCmd(args []string, stdout, stderr io.Writer) error {
 			return fmt.Errorf("chain verify: chain %q has no event yet", *name)
 		}
 		*head = *h.TxID
+		if h.BundleTx != nil {
+			*head = *h.BundleTx
+		}
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
@@ -273,6 +287,41 @@ func checkProof(args []string, stdout io.Writer) error {
 	return nil
 }
 
+// signerKey runs "shardkeeper chain signer-key".
+func signerKey(args []string, stdout io.Writer) error {
+	fs := flag.NewFlagSet("chain signer-key", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	out := fs.String("out", "", "")
+	if err := parseChainFlags(fs, args, stdout); err != nil {
+		return err
+	}
+	if *out == "" {
+		return usageError{errors.New("chain signer-key: --out is required")}
+	}
+	content, owner, address, err := chain.NewSignerKey()
+	if err != nil {
+		return fmt.Errorf("chain signer-key: %w", err)
+	}
+	if err := writeNew(*out, content); err != nil {
+		return fmt.Errorf("chain signer-key: %w", err)
+	}
+	return json.NewEncoder(stdout).Encode(map[string]string{"owner": owner, "address": address})
+}
+
+// writeNew writes content to a new file readable by its owner only; an existing file is
+// never replaced.
+func writeNew(path, content string) error {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
+	if err != nil {
+		return err
+	}
+	if _, err := f.WriteString(content); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
 // logKey runs "shardkeeper chain log-key".
 func logKey(args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("chain log-key", flag.ContinueOnError)
@@ -289,16 +338,8 @@ func logKey(args []string, stdout io.Writer) error {
 	if err != nil {
 		return usageError{fmt.Errorf("chain log-key: %v", err)}
 	}
-	f, err := os.OpenFile(*out, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
-	if err != nil {
+	if err := writeNew(*out, skey+"\n"); err != nil {
 		return fmt.Errorf("chain log-key: %w", err)
-	}
-	if _, err := fmt.Fprintln(f, skey); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
 	}
 	fmt.Fprintln(stdout, vkey)
 	return nil

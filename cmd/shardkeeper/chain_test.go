@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
@@ -303,5 +304,45 @@ func TestChainProof(t *testing.T) {
 				t.Fatalf("exit %d (want %d): %s %s", code, tc.code, out.String(), errOut.String())
 			}
 		})
+	}
+}
+
+// chain signer-key writes an owner-only key that the node's --chain-signer-key reads, prints
+// its owner and address, and never replaces a file.
+func TestSignerKeyCommand(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "signer.key")
+	var out, errOut bytes.Buffer
+	if code := run([]string{"chain", "signer-key", "--out", path}, &out, &errOut); code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut.String())
+	}
+	var printed struct{ Owner, Address string }
+	if err := json.Unmarshal(out.Bytes(), &printed); err != nil || printed.Owner == "" || printed.Address == "" {
+		t.Fatalf("printed %q: %v", out.String(), err)
+	}
+	st, err := os.Stat(path)
+	if err != nil || st.Mode().Perm() != 0o600 {
+		t.Fatalf("key file: %v, mode %v", err, st.Mode())
+	}
+	b, _ := os.ReadFile(path)
+	s, err := chain.ParseSignerKey(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := base64.RawURLEncoding.EncodeToString(s.Owner()); got != printed.Owner {
+		t.Fatalf("the key's owner %s, printed %s", got, printed.Owner)
+	}
+	sum := sha256.Sum256(s.Owner())
+	if base64.RawURLEncoding.EncodeToString(sum[:]) != printed.Address {
+		t.Fatal("the printed address is not SHA-256 of the owner")
+	}
+	out.Reset()
+	if code := run([]string{"chain", "signer-key", "--out", path}, &out, &errOut); code == 0 {
+		t.Fatal("an existing key file was replaced")
+	}
+	if again, _ := os.ReadFile(path); !bytes.Equal(again, b) {
+		t.Fatal("the key file changed")
+	}
+	if _, err := chain.ParseSignerKey([]byte("ed25519:short")); err == nil || strings.Contains(err.Error(), "short") {
+		t.Fatalf("a bad key: %v (an error that does not repeat the content)", err)
 	}
 }

@@ -243,7 +243,7 @@ func TestEveryCommandHasHelp(t *testing.T) {
 		{"serve"}, {"status"}, {"status", "members"}, {"gossip-key"}, {"gossip-key", "generate"},
 		{"gossip-key", "list"}, {"gossip-key", "install"}, {"gossip-key", "use"}, {"gossip-key", "remove"},
 		{"tls"}, {"tls", "ca"}, {"tls", "node"}, {"tls", "client"},
-		{"chain"}, {"chain", "verify"}, {"chain", "proof"}, {"chain", "log-key"}, {"version"},
+		{"chain"}, {"chain", "verify"}, {"chain", "proof"}, {"chain", "log-key"}, {"chain", "signer-key"}, {"version"},
 	} {
 		for _, help := range []string{"--help", "-h"} {
 			args := append(append([]string(nil), cmd...), help)

@@ -58,6 +58,8 @@ export interface ChainHead {
   cid: string | null;
   /** Every event up to this seq is confirmed (the tree's size). */
   confirmedSeq: number;
+  /** Bundle mode: the last bundle's wrapper transaction, where a walk of the chain starts. */
+  bundleTx?: string;
   queued: number;
   failed: number;
   updatedAt: number;
@@ -137,6 +139,7 @@ export const CHAIN_HEAD = shape<ChainHead>()({
   tx_id: 'txId',
   cid: 'cid',
   confirmed_seq: 'confirmedSeq',
+  bundle_tx: 'bundleTx',
   queued: 'queued',
   failed: 'failed',
   updated_at: 'updatedAt',
