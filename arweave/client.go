@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 )
 
@@ -126,9 +125,8 @@ func (c *Client) StatusOf(ctx context.Context, id string) (Status, error) {
 }
 
 // Post posts a signed transaction: with its data in the body when the data is one chunk at
-// most, else the header and then every chunk (POST /chunk), up to chunkUploads at once (a
-// node takes a transaction's chunks in any order). 200 and 208 (already known) are both
-// success. Posting again after ErrUnknownOutcome is safe.
+// most, else the header and then every chunk (POST /chunk). 200 and 208 (already known) are
+// both success. Posting again after ErrUnknownOutcome is safe.
 func (c *Client) Post(ctx context.Context, t *Tx) error {
 	inBody := len(t.Data) <= MaxChunkSize
 	head := *t
@@ -152,44 +150,22 @@ func (c *Client) Post(ctx context.Context, t *Tx) error {
 		return nil
 	}
 	chunks, proofs := Chunks(t.Data), Proofs(t.Data)
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	errs := make([]error, len(proofs))
-	var wg sync.WaitGroup
-	slots := make(chan struct{}, chunkUploads)
 	for i, p := range proofs {
-		slots <- struct{}{}
-		wg.Add(1)
-		go func() {
-			defer func() { <-slots; wg.Done() }()
-			chunk, _ := json.Marshal(map[string]string{
-				"data_root": b64.EncodeToString(t.DataRoot), "data_size": strconv.Itoa(t.DataSize),
-				"data_path": b64.EncodeToString(p.Path), "offset": strconv.Itoa(p.Offset),
-				"chunk": b64.EncodeToString(t.Data[chunks[i].Min:chunks[i].Max]),
-			})
-			resp, body, err := c.do(ctx, http.MethodPost, "/chunk", chunk)
-			switch {
-			case err != nil:
-				errs[i] = err
-			case resp.StatusCode != http.StatusOK && resp.StatusCode != http.StatusAlreadyReported:
-				errs[i] = statusError(fmt.Sprintf("POST /chunk %d of %d", i+1, len(proofs)), resp.StatusCode, body)
-			}
-			if errs[i] != nil {
-				cancel() // the post failed: the other chunks need not go
-			}
-		}()
-	}
-	wg.Wait()
-	for _, err := range errs {
-		if err != nil && !errors.Is(err, context.Canceled) {
+		chunk, _ := json.Marshal(map[string]string{
+			"data_root": b64.EncodeToString(t.DataRoot), "data_size": strconv.Itoa(t.DataSize),
+			"data_path": b64.EncodeToString(p.Path), "offset": strconv.Itoa(p.Offset),
+			"chunk": b64.EncodeToString(t.Data[chunks[i].Min:chunks[i].Max]),
+		})
+		resp, body, err := c.do(ctx, http.MethodPost, "/chunk", chunk)
+		if err != nil {
 			return err
 		}
+		if resp.StatusCode != http.StatusOK && resp.StatusCode != http.StatusAlreadyReported {
+			return statusError(fmt.Sprintf("POST /chunk %d of %d", i+1, len(proofs)), resp.StatusCode, body)
+		}
 	}
-	return errors.Join(errs...)
+	return nil
 }
-
-// chunkUploads bounds the chunks of one transaction posted at once.
-const chunkUploads = 8
 
 func (c *Client) get(ctx context.Context, path string) ([]byte, error) {
 	resp, body, err := c.do(ctx, http.MethodGet, path, nil)

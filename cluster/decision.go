@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -242,35 +243,89 @@ func DecideBalance(s BalanceSituation) (g uint32, a Action, ok bool) {
 
 // chainBalance moves a leadership one step along a chain. A node above its share may find
 // no voter with room in the groups it leads, while a node below the floor (⌊G / live
-// members⌋) votes in none of them: no direct transfer evens them out. A node at or below
-// its share that votes in a group of the one above hands one of its own groups to a voter
-// below the floor (not above its own count: never worse); the one above can then hand a
-// group to it. It moves nothing while nobody is above the share, so it cannot churn a
-// balanced cluster.
+// members⌋) votes in none of them: no direct transfer evens them out. The leaders and their
+// groups' voters make a graph (a leader may hand a group to any of its live, fit voters);
+// every node finds in it the same shortest path from a node above its share to a node below
+// the floor (breadth first, from the lowest server ids), and the node on the path just before
+// its end hands that group on. Its own count falls below the floor then, and the next pass
+// moves the path's next step; so leadership flows down the path until the node above its
+// share hands one over. It moves nothing while nobody is above the share, so it cannot churn
+// a balanced cluster, and it hands a group only to a node leading fewer than this one.
 func chainBalance(s BalanceSituation, share int) (uint32, Action, bool) {
 	floor := s.Groups / len(s.Leading)
 	if s.Unfit[s.Self] != "" || len(s.Led) == 0 || len(s.Led) > share || floor == 0 {
 		return 0, Action{}, false
 	}
-	feeds := false // this node votes in a group of a node above its share
-	for _, in := range s.Others {
-		if s.Leading[in.Leader] > share && slices.ContainsFunc(in.Servers, func(sv raft.Server) bool {
-			return string(sv.ID) == s.Self && sv.Suffrage == raft.Voter
-		}) {
-			feeds = true
-		}
+	type hop struct {
+		to    string
+		group uint32
 	}
-	if !feeds {
-		return 0, Action{}, false
-	}
-	for _, in := range s.Led {
+	edges := map[string][]hop{}
+	addr := map[string]raft.ServerAddress{}
+	add := func(in GroupInfo, leader string) {
 		for _, sv := range in.Servers {
-			n, live := s.Leading[string(sv.ID)]
-			if !live || sv.Suffrage != raft.Voter || string(sv.ID) == s.Self || s.Unfit[string(sv.ID)] != "" || n >= floor || n >= len(s.Led) {
+			v := string(sv.ID)
+			if _, live := s.Leading[v]; !live || v == leader || sv.Suffrage != raft.Voter || s.Unfit[v] != "" {
 				continue
 			}
-			return in.ID, Action{Kind: TransferLeadership, Server: sv.ID, Address: s.Addresses[string(sv.ID)],
-				Reason: fmt.Sprintf("a node leads more than its share of %d and can hand one to this node, whose voter %s leads %d, fewer than %d", share, sv.ID, n, floor)}, true
+			edges[leader] = append(edges[leader], hop{v, in.ID})
+			if leader == s.Self {
+				addr[v] = s.Addresses[v]
+			}
+		}
+	}
+	for _, in := range s.Led {
+		add(in, s.Self)
+	}
+	for _, in := range s.Others {
+		if in.Leader != s.Self {
+			add(in, in.Leader)
+		}
+	}
+	var sources []string
+	for id, n := range s.Leading {
+		if n > share {
+			sources = append(sources, id)
+		}
+	}
+	slices.Sort(sources)
+	for _, hs := range edges {
+		slices.SortFunc(hs, func(a, b hop) int {
+			if a.to != b.to {
+				return strings.Compare(a.to, b.to)
+			}
+			return int(a.group) - int(b.group)
+		})
+	}
+	// Breadth first from every source at once: prev[v] is the hop that reached v.
+	type step struct {
+		from  string
+		group uint32
+	}
+	prev := map[string]step{}
+	seen := map[string]bool{}
+	queue := slices.Clone(sources)
+	for _, src := range sources {
+		seen[src] = true
+	}
+	for len(queue) > 0 {
+		u := queue[0]
+		queue = queue[1:]
+		for _, h := range edges[u] {
+			if seen[h.to] {
+				continue
+			}
+			seen[h.to], prev[h.to] = true, step{u, h.group}
+			if s.Leading[h.to] < floor {
+				// The path's last hop: prev[h.to].from hands the group to h.to.
+				last := prev[h.to]
+				if last.from != s.Self || s.Leading[h.to] >= len(s.Led) {
+					return 0, Action{}, false
+				}
+				return last.group, Action{Kind: TransferLeadership, Server: raft.ServerID(h.to), Address: addr[h.to],
+					Reason: fmt.Sprintf("a node leads more than its share of %d and can hand one to this node, whose voter %s leads %d, fewer than %d", share, h.to, s.Leading[h.to], floor)}, true
+			}
+			queue = append(queue, h.to)
 		}
 	}
 	return 0, Action{}, false
@@ -412,13 +467,14 @@ func mergeable(a, b []raft.Server, merges map[string]bool) bool {
 }
 
 // SteerMerge picks the pair of groups whose replicas placement puts together so that they can
-// merge: while a merge is due (more than PerNode groups per node over Nodes) and no adjacent
-// pair holds the same voters, the adjacent pair with the fewest partitions (the lowest first
-// partition among equals), as DecideMerge would pick it once mergeable. Rendezvous placement
-// alone seldom puts two neighbours on the same R of more than R nodes, and a cluster shrunk
-// to them would keep every group. Every node steers the same pair from the same view; the
-// right group then takes the left one's replicas, and the merge follows. ok is false when
-// nothing is to steer.
+// merge: while a merge is due (more than PerNode groups per node over Nodes), the adjacent
+// pair with the fewest partitions (the lowest first partition among equals). Rendezvous
+// placement alone seldom puts two neighbours on the same R of more than R nodes, and a
+// cluster shrunk to them would keep every group. Every node steers the same pair from the
+// same view; the right group takes the left one's replicas, and the merge follows. The pair
+// stays steered once its voters coincide — whatever the voters, until it merges — or
+// placement would pull it apart again before the merge could start. ok is false when nothing
+// is to steer.
 func SteerMerge(s MergeSituation) (l, r uint32, ok bool) {
 	if s.PerNode <= 0 || s.Nodes <= 0 || len(s.Groups) <= s.PerNode*s.Nodes {
 		return 0, 0, false
@@ -430,9 +486,6 @@ func SteerMerge(s MergeSituation) (l, r uint32, ok bool) {
 		a, b := groups[i], groups[i+1]
 		if a.End != b.First || a.End <= a.First || b.End <= b.First {
 			continue
-		}
-		if persistence.SameVoters(a.Servers, b.Servers) {
-			return 0, 0, false // a pair can merge now: DecideMerge takes it
 		}
 		if best < 0 || b.End-a.First < groups[best+1].End-groups[best].First {
 			best = i
