@@ -192,7 +192,9 @@ type BalanceSituation struct {
 	Self string // server id
 	// Leading counts, per live member's server id, the Raft groups it leads (from gossip).
 	Leading map[string]int
-	Groups  int
+	// Groups is G, the cluster's groups (not the ones with a replica here: on more nodes than
+	// replicas, a node holds only some).
+	Groups int
 	// Led are the groups this node leads, with their configurations.
 	Led []GroupInfo
 	// Addresses maps live members' server ids to their Raft addresses.

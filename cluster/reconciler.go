@@ -183,9 +183,13 @@ func (r *Reconciler) Pass(now time.Time) {
 	r.mu.Unlock()
 	r.split(led, alive, members)
 	ms.Led = led
+	groups := len(ids)
 	if r.merge(ms, merging) {
 		led = slices.DeleteFunc(led, func(in GroupInfo) bool { return !h.IsLeader(in.ID) })
-		spans = h.Spans()
+		groups = len(h.Spans())
+		if r.cfg.Groups != nil {
+			groups = len(r.cfg.Groups.KnownGroups())
+		}
 	}
 
 	leading := map[string]int{}
@@ -201,7 +205,7 @@ func (r *Reconciler) Pass(now time.Time) {
 	}
 	leading[self] = len(led)
 	unfit[self] = unfitness(diskLow, r.cfg.Members.Local().Retiring)
-	bs := BalanceSituation{Self: self, Leading: leading, Unfit: unfit, Groups: len(spans), Led: led, Addresses: addrs}
+	bs := BalanceSituation{Self: self, Leading: leading, Unfit: unfit, Groups: groups, Led: led, Addresses: addrs}
 	if r.cfg.Groups != nil {
 		bs.Others = r.cfg.Groups.Leaderships()
 	}

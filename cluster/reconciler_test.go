@@ -4,9 +4,12 @@ import (
 	"io"
 	"log/slog"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/shardkeeper/shardkeeper/persistence"
 )
 
 // A pass applies Decide to each partition led here (and only those) and at most one
@@ -105,4 +108,30 @@ func ledByA(n int) []GroupInfo {
 		parts = append(parts, GroupInfo{ID: p, Replica: true, Leader: "a@1", Servers: voters("a@1", "b@1")})
 	}
 	return parts
+}
+
+// On more nodes than replicas a node holds only some of the groups: the leadership shares
+// are of the cluster's groups. Here a leads two of four groups on four nodes, d leads none
+// and votes in none of a's; b, which votes in a's groups, hands its own group to d (and a
+// can then hand one to b). Counted from the three groups b holds, the floor would be 0 and
+// nothing would move.
+func TestReconcilerBalancesOnTheClustersGroups(t *testing.T) {
+	groups := []GroupInfo{
+		{ID: 0, First: 0, End: 1, Replica: true, Leader: "a@1", Servers: voters("a@1", "b@1", "c@1")},
+		{ID: 1, First: 1, End: 2, Replica: true, Leader: "a@1", Servers: voters("a@1", "b@1", "c@1")},
+		{ID: 2, First: 2, End: 3, Replica: true, Leader: "b@1", Servers: voters("b@1", "c@1", "d@1")},
+		{ID: 3, First: 3, End: 4, Leader: "c@1", Servers: voters("c@1", "a@1", "d@1")},
+	}
+	h := &fakeRaft{self: "b@1", layout: persistence.Layout{Partitions: 3, Groups: 3}, parts: groups[:3]}
+	members := layoutOf(h, alive("a@1", "b@1", "c@1", "d@1"))
+	for i, n := range []int{2, 1, 1, 0} {
+		members[i].Leading = n
+	}
+	r := NewReconciler(ReconcilerConfig{Host: h, Members: &fakeMembers{members: members}, Groups: &fakeGroups{groups: groups},
+		Replicas: 3, DeadGrace: time.Minute, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	r.Pass(time.Unix(1000, 0))
+	want := "2 transfer-leadership d@1: a node leads more than its share of 1 and can hand one to this node, whose voter d@1 leads 0, fewer than 1"
+	if !slices.Contains(h.changes, want) {
+		t.Fatalf("changes = %q, want %q", h.changes, want)
+	}
 }

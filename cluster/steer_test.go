@@ -45,8 +45,8 @@ func TestSteerMerge(t *testing.T) {
 		ok     bool
 	}{
 		{"no merge due", []GroupInfo{span(0, 0, 2, "a", "b", "c"), span(1, 2, 4, "a", "b", "d")}, 2, 0, 0, false},
-		{"a pair already on the same voters: no steering", []GroupInfo{
-			span(0, 0, 2, "a", "b", "c"), span(1, 2, 4, "a", "b", "d"), span(2, 4, 6, "a", "b", "d")}, 2, 0, 0, false},
+		{"steered whatever its voters, the same ones included", []GroupInfo{
+			span(0, 0, 2, "a", "b", "c"), span(1, 2, 4, "a", "b", "c"), span(2, 4, 6, "a", "b", "d")}, 2, 0, 1, true},
 		{"the smallest pair", []GroupInfo{
 			span(0, 0, 4, "a", "b", "c"), span(1, 4, 6, "a", "b", "d"), span(2, 6, 7, "a", "c", "d"), span(3, 7, 8, "b", "c", "d")}, 2, 2, 3, true},
 		{"the lowest among equals, whatever the order given", []GroupInfo{
