@@ -9,7 +9,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/shardkeeper/shardkeeper/actors"
@@ -472,36 +471,7 @@ func (a *actor) pollBundles(ctx *actors.Context, m meta) error {
 			ids[b.First] = b.TxID
 		}
 	}
-	a.polling = true
-	gw, timeout := a.cfg.Gateway, a.cfg.CallTimeout
-	return ctx.Effect("poll", func(c context.Context) ([]byte, error) {
-		out := map[int64]polledState{}
-		hc, cancel := context.WithTimeout(c, timeout)
-		height, err := gw.Height(hc)
-		cancel()
-		if err != nil {
-			return nil, err
-		}
-		cc, cancel := context.WithTimeout(c, timeout)
-		defer cancel()
-		var mu sync.Mutex
-		var wg sync.WaitGroup
-		slots := make(chan struct{}, pollParallel)
-		for _, first := range slices.Sorted(maps.Keys(ids)) {
-			id := ids[first]
-			wg.Add(1)
-			slots <- struct{}{}
-			go func() {
-				defer func() { <-slots; wg.Done() }()
-				st := polledState{TxID: id, State: statusState(gw.StatusOf(cc, id))}
-				mu.Lock()
-				out[first] = st
-				mu.Unlock()
-			}()
-		}
-		wg.Wait()
-		return json.Marshal(polled{Height: height, States: out})
-	})
+	return a.startPoll(ctx, ids)
 }
 
 // statusState is a status answer as a polledState's State.

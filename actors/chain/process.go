@@ -96,6 +96,12 @@ func (a *actor) poll(ctx *actors.Context, m meta) error {
 			ids[r.Seq] = r.TxID
 		}
 	}
+	return a.startPoll(ctx, ids)
+}
+
+// startPoll runs the "poll" effect: the node's height, then the status of each transaction of
+// ids (keyed by the event, or the first event of the bundle, it anchors).
+func (a *actor) startPoll(ctx *actors.Context, ids map[int64]string) error {
 	a.polling = true
 	gw, timeout := a.cfg.Gateway, a.cfg.CallTimeout
 	return ctx.Effect("poll", func(c context.Context) ([]byte, error) {
@@ -115,26 +121,15 @@ func (a *actor) poll(ctx *actors.Context, m meta) error {
 		var mu sync.Mutex
 		var wg sync.WaitGroup
 		slots := make(chan struct{}, pollParallel)
-		for _, seq := range slices.Sorted(maps.Keys(ids)) { // the oldest first: a slow node leaves the newest unknown
-			id := ids[seq]
+		for _, key := range slices.Sorted(maps.Keys(ids)) { // the oldest first: a slow node leaves the newest unknown
+			id := ids[key]
 			wg.Add(1)
 			slots <- struct{}{}
 			go func() {
 				defer func() { <-slots; wg.Done() }()
-				s, err := gw.StatusOf(cc, id)
-				st := polledState{TxID: id}
-				switch {
-				case errors.Is(err, arweave.ErrNotFound):
-					st.State = "missing"
-				case err != nil:
-					st.State = "unknown"
-				case s.Pending:
-					st.State = "pending"
-				default:
-					st.State = "mined:" + strconv.FormatInt(s.Confirmations, 10)
-				}
+				st := polledState{TxID: id, State: statusState(gw.StatusOf(cc, id))}
 				mu.Lock()
-				out[seq] = st
+				out[key] = st
 				mu.Unlock()
 			}()
 		}
