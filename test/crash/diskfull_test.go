@@ -185,7 +185,12 @@ func TestDiskFull(t *testing.T) {
 	unfill()
 	recovers("ENOSPC")
 
-	// Start-up on a full disk: the node starts, serves reads and says it is low.
+	// Start-up on a full disk: the node starts, serves reads and says it is low. It frees its
+	// ballast to open storage: the one spent on the ENOSPC above must be back first.
+	await.True(t, 30*time.Second, "the ballast is in place again", func() bool {
+		_, err := os.Stat(filepath.Join(mnt, "data", "disk-ballast"))
+		return err == nil
+	})
 	n.Kill()
 	fill(0)
 	n.RestartWith()
