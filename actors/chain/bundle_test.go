@@ -207,14 +207,7 @@ func TestBundleWrapperExpiredSignedAgain(t *testing.T) {
 	for seq := int64(1); seq <= 12; seq++ {
 		items[seq] = e.event("main", seq).TxID
 	}
-	// The node drops them all and refuses every post while ten blocks pass.
-	e.fake.SetFaults(fakearweave.Faults{EvictFromMempool: 1, Unavailable: 1})
-	for range 10 {
-		e.fake.Mine()
-		time.Sleep(40 * time.Millisecond) // a poll or two between blocks
-	}
-	e.fake.SetFaults(fakearweave.Faults{})
-	mineSlowly(t, e.fake)
+	e.expireUnmined(t)
 	e.waitBundled("main", 12)
 	for seq := int64(1); seq <= 12; seq++ {
 		if got := e.event("main", seq).TxID; got != items[seq] {

@@ -198,7 +198,18 @@ func TestChainAnchorExpiry(t *testing.T) {
 	for seq := int64(1); seq <= 3; seq++ {
 		before = append(before, e.event("exp", seq).TxID)
 	}
-	// The node drops them all and refuses every post while ten blocks pass.
+	e.expireUnmined(t)
+	e.waitConfirmed("exp", 3)
+	for seq := int64(1); seq <= 3; seq++ {
+		if id := e.event("exp", seq).TxID; id == before[seq-1] {
+			t.Errorf("event %d kept its expired transaction %s", seq, id)
+		}
+	}
+}
+
+// expireUnmined has the node (manual mining) drop every transaction it holds and refuse every
+// post while ten blocks pass, so that their anchors expire, then mines slowly again.
+func (e *chainEnv) expireUnmined(t *testing.T) {
 	e.fake.SetFaults(fakearweave.Faults{EvictFromMempool: 1, Unavailable: 1})
 	for range 10 {
 		e.fake.Mine()
@@ -206,12 +217,6 @@ func TestChainAnchorExpiry(t *testing.T) {
 	}
 	e.fake.SetFaults(fakearweave.Faults{})
 	mineSlowly(t, e.fake)
-	e.waitConfirmed("exp", 3)
-	for seq := int64(1); seq <= 3; seq++ {
-		if id := e.event("exp", seq).TxID; id == before[seq-1] {
-			t.Errorf("event %d kept its expired transaction %s", seq, id)
-		}
-	}
 }
 
 // mineSlowly mines a block every 100 ms until the test ends: an anchor then stays valid for

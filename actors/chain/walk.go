@@ -39,6 +39,15 @@ func (s l1Events) event(ctx context.Context, id string, _ int64) (walked, error)
 // readTx reads transaction id with its data, and checks its signature, its id and its data
 // against its root.
 func readTx(ctx context.Context, g Reader, id string) (*arweave.Tx, error) {
+	tx, err := readHeader(ctx, g, id)
+	if err != nil {
+		return nil, err
+	}
+	return withData(ctx, g, tx)
+}
+
+// readHeader reads transaction id's header and checks its signature and its id.
+func readHeader(ctx context.Context, g Reader, id string) (*arweave.Tx, error) {
 	tx, err := g.Tx(ctx, id)
 	switch {
 	case errors.Is(err, arweave.ErrNotFound):
@@ -54,7 +63,12 @@ func readTx(ctx context.Context, g Reader, id string) (*arweave.Tx, error) {
 	if tx.IDString() != id {
 		return nil, fmt.Errorf("the gateway answered transaction %s", tx.IDString())
 	}
-	data, err := g.Data(ctx, id)
+	return tx, nil
+}
+
+// withData reads the data of tx (a checked header) and checks it against its root.
+func withData(ctx context.Context, g Reader, tx *arweave.Tx) (*arweave.Tx, error) {
+	data, err := g.Data(ctx, tx.IDString())
 	if err != nil {
 		return nil, fmt.Errorf("cannot read the data: %v", err)
 	}
@@ -87,25 +101,34 @@ type bundleEvents struct {
 // openBundles reads head; when it is a bundle's wrapper, it returns the walk of bundles and
 // the id of the chain's last event, its last item. (nil, "", nil): head is not a wrapper.
 func openBundles(ctx context.Context, g Reader, head string) (*bundleEvents, string, error) {
-	tx, err := g.Tx(ctx, head)
+	tx, err := readHeader(ctx, g, head)
 	if err != nil || tagMap(tx.Tags)["Bundle-Format"] == "" {
 		return nil, "", nil // the L1 walk reads it again, and reports what is wrong
 	}
+	if tx, err = withData(ctx, g, tx); err != nil {
+		return nil, "", fmt.Errorf("bundle %s: %v", head, err)
+	}
 	b := &bundleEvents{g: g}
-	last, err := b.load(ctx, head, -1)
+	last, err := b.take(tx, head, -1)
 	if err != nil {
 		return nil, "", err
 	}
 	return b, last, nil
 }
 
-// load reads the wrapper id, which must end at event last (-1: the head, any), and its items;
-// it returns the id of its last item.
+// load reads the wrapper id, which must end at event last, and its items; it returns the id
+// of its last item.
 func (b *bundleEvents) load(ctx context.Context, id string, last int64) (string, error) {
 	tx, err := readTx(ctx, b.g, id)
 	if err != nil {
 		return "", fmt.Errorf("bundle %s: %v", id, err)
 	}
+	return b.take(tx, id, last)
+}
+
+// take checks wrapper tx (id, read with its data), which must end at event last (-1: the
+// head, any), and makes its items the current bundle's; it returns the id of its last item.
+func (b *bundleEvents) take(tx *arweave.Tx, id string, last int64) (string, error) {
 	if b.wallet != nil && string(tx.Owner) != string(b.wallet) {
 		return "", fmt.Errorf("bundle %s is signed by wallet %s, the chain's later bundles by %s", id, arweave.AddressOf(tx.Owner), arweave.AddressOf(b.wallet))
 	}
