@@ -6,6 +6,7 @@ package script
 import (
 	"context"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"net"
 	"net/http"
@@ -134,9 +135,7 @@ func TestClusterScript(t *testing.T) {
 	if n1 == pids["n1"] || !running(n1) || running(pids["n1"]) {
 		t.Fatalf("after restart --force, n1.pid = %d (running %v), old pid %d (running %v)\n%s", n1, running(n1), pids["n1"], running(pids["n1"]), out)
 	}
-	if code := c.get(c.basePort+1, "/readyz"); code != http.StatusOK {
-		t.Errorf("n1's /readyz after restart --force: %d", code)
-	}
+	c.awaitReady("n1", c.basePort+1)
 	pids["n1"] = n1
 
 	// restart brings n2 back on its data: its peers run.
@@ -148,9 +147,7 @@ func TestClusterScript(t *testing.T) {
 	if n2 == pids["n2"] || !running(n2) {
 		t.Fatalf("after restart, n2.pid = %d (running %v), old pid %d\n%s", n2, running(n2), pids["n2"], out)
 	}
-	if code := c.get(c.basePort+2, "/readyz"); code != http.StatusOK {
-		t.Errorf("n2's /readyz after restart: %d", code)
-	}
+	c.awaitReady("n2", c.basePort+2)
 	pids["n2"] = n2
 
 	// n1 and n3 die: n2 alone is refused a restart (it would never serve), but either dead
@@ -286,6 +283,14 @@ func (c *cluster) logTail(name string, n int) string {
 	return strings.Join(lines[max(0, len(lines)-n):], "\n")
 }
 
+// awaitReady waits for a restarted node's /readyz to answer 200. The script returned once it
+// did; it may fail for a moment since, while the leadership of a Raft group is handed to the
+// node that came back (its partitions wait for the new leader's Barrier).
+func (c *cluster) awaitReady(name string, port int) {
+	c.t.Helper()
+	await.True(c.t, 10*time.Second, name+"'s /readyz", func() bool { return c.get(port, "/readyz") == http.StatusOK })
+}
+
 func (c *cluster) get(port int, path string) int {
 	client := &http.Client{Timeout: 5 * time.Second}
 	resp, err := client.Get(fmt.Sprintf("http://127.0.0.1:%d%s", port, path))
@@ -293,7 +298,11 @@ func (c *cluster) get(port int, path string) int {
 		c.t.Errorf("GET %s on port %d: %v", path, port, err)
 		return 0
 	}
-	resp.Body.Close()
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		body, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+		c.t.Logf("GET %s on port %d: %d %s", path, port, resp.StatusCode, strings.TrimSpace(string(body)))
+	}
 	return resp.StatusCode
 }
 
