@@ -124,13 +124,26 @@ func (c *Client) StatusOf(ctx context.Context, id string) (Status, error) {
 	return Status{}, statusError("GET /tx/"+id+"/status", resp.StatusCode, body)
 }
 
-// Post posts a signed transaction: with its data in the body when the data is one chunk at
-// most, else the header and then every chunk (POST /chunk). 200 and 208 (already known) are
-// both success. Posting again after ErrUnknownOutcome is safe.
+// Post posts a signed transaction: PostHeader, then PostChunks. Posting again after
+// ErrUnknownOutcome is safe.
 func (c *Client) Post(ctx context.Context, t *Tx) error {
-	inBody := len(t.Data) <= MaxChunkSize
+	if err := c.PostHeader(ctx, t); err != nil {
+		return err
+	}
+	return c.PostChunks(ctx, t)
+}
+
+// InBody reports whether t's data travels in the body of POST /tx (one chunk at most) rather
+// than by POST /chunk.
+func InBody(t *Tx) bool { return len(t.Data) <= MaxChunkSize }
+
+// PostHeader posts a signed transaction (POST /tx): with its data in the body when InBody,
+// else its header alone, the node then taking it as a transaction whose data is to come.
+// 200 and 208 (already known) are both success. Posting again after ErrUnknownOutcome is
+// safe.
+func (c *Client) PostHeader(ctx context.Context, t *Tx) error {
 	head := *t
-	if !inBody {
+	if !InBody(t) {
 		head.Data = nil
 	}
 	js, err := json.Marshal(&head)
@@ -141,12 +154,18 @@ func (c *Client) Post(ctx context.Context, t *Tx) error {
 	if err != nil {
 		return err
 	}
-	switch {
-	case resp.StatusCode == http.StatusOK || resp.StatusCode == http.StatusAlreadyReported:
-	default:
+	if resp.StatusCode != http.StatusOK && resp.StatusCode != http.StatusAlreadyReported {
 		return statusError("POST /tx", resp.StatusCode, body)
 	}
-	if inBody {
+	return nil
+}
+
+// PostChunks posts the data of a transaction the node took (PostHeader) chunk by chunk
+// (POST /chunk), in order: nodes such as arlocal refuse a chunk ahead of the ones before it.
+// Nothing when the data went in the body. A chunk the node has already is taken again, so
+// posting the chunks again, after any failure, is safe.
+func (c *Client) PostChunks(ctx context.Context, t *Tx) error {
+	if InBody(t) {
 		return nil
 	}
 	chunks, proofs := Chunks(t.Data), Proofs(t.Data)
@@ -200,6 +219,13 @@ func (c *Client) do(ctx context.Context, method, path string, body []byte) (*htt
 		return nil, nil, fmt.Errorf("%w: %s %s: %v", ErrUnknownOutcome, method, path, err)
 	}
 	return nil, nil, fmt.Errorf("arweave: %s %s: %w", method, path, err)
+}
+
+// InvalidAnchor reports whether err is a node's refusal of a transaction's anchor (last_tx):
+// the block it names is not among the recent blocks of the chain the node follows — too old,
+// or dropped by a reorg — so that node will never mine the transaction as signed.
+func InvalidAnchor(err error) bool {
+	return errors.Is(err, ErrRejected) && strings.Contains(err.Error(), "Invalid anchor")
 }
 
 // statusError classifies an unexpected answer: 429 and 5xx leave the outcome unknown (the

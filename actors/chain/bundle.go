@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"maps"
 	"slices"
 	"strconv"
@@ -27,12 +28,18 @@ import (
 //
 //	b/<first seq %016x>   a bundle: its seq range, the wrapper's header (no data: the data
 //	                      is the bundle of its items, rebuilt from their records) until
-//	                      confirmed, and what the polls saw of it
+//	                      final, and what the polls saw of it
+//
+// A bundle is final once its wrapper is Config.ReorgDepth blocks deep: only then are its
+// bytes dropped. Until then the polls keep asking about the newest confirmed wrappers, and
+// one a reorg dropped is posted again with the same bytes (confirmed events stay confirmed:
+// their items, ids and links do not change, nor does the transparency log over them).
 //
 // Invariants, after every committed message:
 //   - bundles cover 1..meta.BundledSeq without gap or overlap, each holding the items of its
 //     range in seq order; an event's item bytes stay in its record until its bundle is
-//     confirmed, so any wrapper can be rebuilt byte for byte;
+//     final, so any wrapper not final can be rebuilt byte for byte;
+//   - the bundles of events 1..meta.FinalSeq are final and have no header; no later one is;
 //   - a wrapper is committed before it is posted, and posted again only with the same header
 //     and the same rebuilt data; only a wrapper a poll saw dead (unmined past its anchor's
 //     validity) is signed again, with the same data, and then every later unconfirmed wrapper
@@ -63,7 +70,16 @@ type bundleRec struct {
 	ExpiredAt    int64    `json:"expired_at,omitempty"`
 	Mined        bool     `json:"mined,omitempty"`
 	Replaced     []string `json:"replaced,omitempty"`
+	// Height is the block that mined the wrapper, as the last poll that saw it mined said.
+	Height int64 `json:"height,omitempty"`
+	// Uploaded: every byte of the wrapper's data reached the node (in the body of its post,
+	// or every chunk answered). Until then a bundle is not confirmed, mined or not.
+	Uploaded bool `json:"uploaded,omitempty"`
 }
+
+// final reports whether b's bytes are dropped: confirmed ReorgDepth deep (or confirmed before
+// bytes were kept past confirmation).
+func (b bundleRec) final() bool { return b.Status == StatusConfirmed && b.Tx == nil }
 
 func bundleKey(first int64) []byte { return fmt.Appendf(nil, "b/%016x", first) }
 
@@ -310,7 +326,7 @@ func (a *actor) bundleDone(ctx *actors.Context, m meta, r actors.EffectResult) e
 		return err
 	}
 	store(ctx, metaKey, m)
-	if m.Seq > m.ConfirmedSeq {
+	if a.pollWanted(m) {
 		next := ctx.Now().Add(a.cfg.PollInterval)
 		if at, due, err := a.pollDue(ctx); err != nil || (due && !at.After(next)) {
 			return err
@@ -349,18 +365,70 @@ func header(tx *arweave.Tx) json.RawMessage {
 }
 
 // postBundle posts the wrapper of the bundle starting at event first (after this message
-// commits).
+// commits): its header (with the data when it is one chunk); once taken, its data follows
+// (uploadBundle). tx is kept for that until the post's answer.
 func (a *actor) postBundle(ctx *actors.Context, first int64, tx *arweave.Tx) error {
 	if a.inflight == nil {
 		a.inflight = map[string]bool{}
 	}
-	a.inflight[tx.IDString()] = true
+	if a.posting == nil {
+		a.posting = map[string]*arweave.Tx{}
+	}
+	a.inflight[tx.IDString()], a.posting[tx.IDString()] = true, tx
 	gw, timeout := a.cfg.Gateway, a.cfg.CallTimeout
 	return ctx.Effect("wrap:"+strconv.FormatInt(first, 10)+":"+tx.IDString(), func(c context.Context) ([]byte, error) {
 		c, cancel := context.WithTimeout(c, timeout)
 		defer cancel()
-		return nil, gw.Post(c, tx)
+		return nil, gw.PostHeader(c, tx)
 	})
+}
+
+// uploadBundle posts the data of the wrapper tx of the bundle starting at event first, chunk
+// by chunk, unless an upload of it is under way. The node has its header.
+func (a *actor) uploadBundle(ctx *actors.Context, first int64, tx *arweave.Tx) error {
+	if a.uploading == nil {
+		a.uploading = map[string]bool{}
+	}
+	if a.uploading[tx.IDString()] {
+		return nil
+	}
+	a.uploading[tx.IDString()] = true
+	gw := a.cfg.Gateway
+	// Each chunk's own timeout: a bundle of 8 MiB is 32 of them.
+	timeout := a.cfg.CallTimeout * time.Duration(max(1, arweave.PricedChunks(len(tx.Data))))
+	return ctx.Effect("data:"+strconv.FormatInt(first, 10)+":"+tx.IDString(), func(c context.Context) ([]byte, error) {
+		c, cancel := context.WithTimeout(c, timeout)
+		defer cancel()
+		return nil, gw.PostChunks(c, tx)
+	})
+}
+
+// dataPosted takes an upload's answer: the bundle's data is at the node. A failed one is
+// tried again by the polls (the node has the header: pending or mined, not uploaded).
+func (a *actor) dataPosted(ctx *actors.Context, m meta, r actors.EffectResult) error {
+	firstStr, txID, _ := strings.Cut(strings.TrimPrefix(r.Name, "data:"), ":")
+	first, _ := strconv.ParseInt(firstStr, 10, 64)
+	delete(a.uploading, txID)
+	if r.Err != nil {
+		return nil
+	}
+	b, found, err := load[bundleRec](ctx, bundleKey(first))
+	if err != nil || !found || b.TxID != txID || b.Uploaded {
+		return err
+	}
+	b.Uploaded = true
+	store(ctx, bundleKey(first), b)
+	return nil
+}
+
+// headerOnly reports whether wrapper b's data goes by chunks, after its header.
+func headerOnly(b bundleRec) bool {
+	var h struct {
+		DataSize string `json:"data_size"`
+	}
+	_ = json.Unmarshal(b.Tx, &h)
+	size, _ := strconv.Atoi(h.DataSize)
+	return size > arweave.MaxChunkSize
 }
 
 // wrapperPosted takes a wrapper post's answer: taken, the bundle is posted, and the next
@@ -368,13 +436,40 @@ func (a *actor) postBundle(ctx *actors.Context, first int64, tx *arweave.Tx) err
 func (a *actor) wrapperPosted(ctx *actors.Context, m meta, r actors.EffectResult) error {
 	firstStr, txID, _ := strings.Cut(strings.TrimPrefix(r.Name, "wrap:"), ":")
 	first, _ := strconv.ParseInt(firstStr, 10, 64)
+	posted := a.posting[txID]
 	delete(a.inflight, txID)
+	delete(a.posting, txID)
 	if errors.Is(r.Err, arweave.ErrRejected) {
 		a.dropQuote()
 	}
 	b, found, err := load[bundleRec](ctx, bundleKey(first))
 	if err != nil {
 		return err
+	}
+	if found && arweave.InvalidAnchor(r.Err) && b.TxID == txID && !b.Mined && b.Status != StatusConfirmed {
+		// The node refuses the wrapper's anchor: its block is not on the chain the node
+		// follows (a reorg dropped it). Posted again it would be refused again: it is dead,
+		// and signed again with every later one.
+		if err := a.bundleDead(ctx, b, max(a.height, b.AnchorHeight+1)); err != nil {
+			return err
+		}
+		if m.RewrapFrom == 0 || first < m.RewrapFrom {
+			m.RewrapFrom = first
+		}
+		if m, err = a.rewrap(ctx, m); err != nil {
+			return err
+		}
+		store(ctx, metaKey, m)
+	}
+	if found && r.Err == nil && b.TxID == txID && !b.Uploaded {
+		if !headerOnly(b) {
+			b.Uploaded = true // in the post's body
+			store(ctx, bundleKey(first), b)
+		} else if posted != nil {
+			if err := a.uploadBundle(ctx, first, posted); err != nil {
+				return err
+			}
+		}
 	}
 	if found && r.Err == nil && b.TxID == txID && b.Status == StatusSigned {
 		b.Status = StatusPosted
@@ -457,7 +552,11 @@ func (a *actor) pollBundles(ctx *actors.Context, m meta) error {
 	} else if found {
 		start = bundleKey(b.First)
 	}
-	kvs, err := ctx.List(actors.ListOptions{Start: start, End: []byte("b0"), Limit: maxOpenBundles})
+	from := start
+	if m.ReorgFrom > 0 {
+		from = bundleKey(m.ReorgFrom) // confirmed bundles a reorg dropped, not yet back
+	}
+	kvs, err := ctx.List(actors.ListOptions{Start: from, End: []byte("b0"), Limit: maxOpenBundles})
 	if err != nil {
 		return err
 	}
@@ -471,8 +570,31 @@ func (a *actor) pollBundles(ctx *actors.Context, m meta) error {
 			ids[b.First] = b.TxID
 		}
 	}
+	// The newest confirmed bundles not final: a reorg drops the newest blocks, so a confirmed
+	// wrapper it dropped is among them. Once one was found gone, those just before the
+	// oldest found, until one of them is still mined: the reorg's depth.
+	end := start
+	if m.ReorgFrom > 0 {
+		end = bundleKey(m.ReorgFrom)
+	}
+	probe, err := ctx.List(actors.ListOptions{Start: bundleKey(m.FinalSeq + 1), End: end, Reverse: true, Limit: reorgProbe})
+	if err != nil {
+		return err
+	}
+	for _, kv := range probe {
+		var b bundleRec
+		if err := json.Unmarshal(kv.Value, &b); err != nil {
+			return err
+		}
+		if b.Status == StatusConfirmed && !b.final() {
+			ids[b.First] = b.TxID
+		}
+	}
 	return a.startPoll(ctx, ids)
 }
+
+// reorgProbe is how many of the newest confirmed bundles not final each poll asks about.
+const reorgProbe = 4
 
 // statusState is a status answer as a polledState's State.
 func statusState(s arweave.Status, err error) string {
@@ -489,7 +611,37 @@ func statusState(s arweave.Status, err error) string {
 
 // bundlesPolled takes a poll's answers about the wrappers (keyed by their first event).
 func (a *actor) bundlesPolled(ctx *actors.Context, m meta, p polled) (meta, error) {
-	for _, first := range slices.Sorted(maps.Keys(p.States)) {
+	// The newest first: a reorg dropped a suffix of the chain's wrappers, and each must be
+	// seen gone (not mined) before an older one dead is signed again with all after it.
+	firsts := slices.Sorted(maps.Keys(p.States))
+	slices.Reverse(firsts)
+	reorged := false
+	mined := map[int64]bool{}
+	// First the confirmed ones: which did a reorg drop?
+	for _, first := range firsts {
+		mined[first] = strings.HasPrefix(p.States[first].State, "mined:")
+		dropped, err := a.observeConfirmed(ctx, first, p.States[first], p.Height)
+		if err != nil {
+			return m, err
+		}
+		if dropped {
+			reorged = true
+			if m.ReorgFrom == 0 || first < m.ReorgFrom {
+				m.ReorgFrom = first
+			}
+		}
+	}
+	// Until the reorg's depth is known (a bundle before those it dropped seen still mined),
+	// those it dropped wait: posting one again, or signing one again, before the older
+	// ones it names are known would break the links.
+	bounded, err := a.reorgBounded(ctx, m, mined)
+	if err != nil {
+		return m, err
+	}
+	for _, first := range firsts {
+		if !bounded && first >= m.ReorgFrom {
+			continue
+		}
 		dead, err := a.observeBundle(ctx, first, p.States[first], p.Height, m.RewrapFrom)
 		if err != nil {
 			return m, err
@@ -498,11 +650,130 @@ func (a *actor) bundlesPolled(ctx *actors.Context, m meta, p polled) (meta, erro
 			m.RewrapFrom = first
 		}
 	}
-	m, err := a.advanceConfirmed(ctx, m)
-	if err != nil || m.RewrapFrom == 0 {
+	if m, err = a.advanceConfirmed(ctx, m); err != nil {
 		return m, err
 	}
+	if m, err = a.settleReorg(ctx, m, bounded); err != nil {
+		return m, err
+	}
+	if !reorged && m.ReorgFrom == 0 {
+		if m, err = a.finalize(ctx, m, p.Height); err != nil {
+			return m, err
+		}
+	}
+	if m.RewrapFrom == 0 {
+		return m, nil
+	}
 	return a.rewrap(ctx, m)
+}
+
+// reorgBounded reports whether the reorg being repaired reached no further than
+// meta.ReorgFrom: the bundle before it was seen still mined by this poll (mined, by first
+// event), or is final, or there is none.
+func (a *actor) reorgBounded(ctx *actors.Context, m meta, mined map[int64]bool) (bool, error) {
+	if m.ReorgFrom <= 1 {
+		return true, nil
+	}
+	before, found, err := bundleOf(ctx, m.ReorgFrom-1)
+	if err != nil {
+		return false, err
+	}
+	return !found || before.final() || (before.Status == StatusConfirmed && mined[before.First]), nil
+}
+
+// settleReorg clears meta.ReorgFrom once the reorg is bounded and every bundle from it up to
+// confirmed_seq is confirmed again.
+func (a *actor) settleReorg(ctx *actors.Context, m meta, bounded bool) (meta, error) {
+	if m.ReorgFrom == 0 || !bounded {
+		return m, nil
+	}
+	kvs, err := ctx.List(actors.ListOptions{Start: bundleKey(m.ReorgFrom), End: bundleKey(m.ConfirmedSeq + 1)})
+	if err != nil {
+		return m, err
+	}
+	for _, kv := range kvs {
+		var b bundleRec
+		if err := json.Unmarshal(kv.Value, &b); err != nil {
+			return m, err
+		}
+		if b.Status != StatusConfirmed {
+			m.ReorgFrom = b.First
+			return m, nil
+		}
+	}
+	m.ReorgFrom = 0
+	return m, nil
+}
+
+// finalize drops the bytes of the oldest confirmed bundles whose wrappers are ReorgDepth
+// deep at height (at most finalizeBatch a message): no reorg that deep is repaired.
+func (a *actor) finalize(ctx *actors.Context, m meta, height int64) (meta, error) {
+	kvs, err := ctx.List(actors.ListOptions{Start: bundleKey(m.FinalSeq + 1), End: bundleKey(m.ConfirmedSeq + 1), Limit: 16 * finalizeBatch})
+	if err != nil {
+		return m, err
+	}
+	dropped := 0
+	for _, kv := range kvs {
+		var b bundleRec
+		if err := json.Unmarshal(kv.Value, &b); err != nil {
+			return m, err
+		}
+		if b.Status != StatusConfirmed || b.Last > m.ConfirmedSeq {
+			break
+		}
+		if !b.final() {
+			if b.Height <= 0 || height-b.Height+1 < a.cfg.ReorgDepth || dropped == finalizeBatch {
+				break
+			}
+			dropped++
+			events, err := ctx.List(actors.ListOptions{Start: eventKey(b.First), End: eventKey(b.Last + 1)})
+			if err != nil {
+				return m, err
+			}
+			for _, ev := range events {
+				var rec record
+				if err := json.Unmarshal(ev.Value, &rec); err != nil {
+					return m, err
+				}
+				rec.Item = nil
+				store(ctx, ev.Key, rec)
+			}
+			b.Tx = nil
+			store(ctx, kv.Key, b)
+		}
+		m.FinalSeq = b.Last
+	}
+	return m, nil
+}
+
+// finalizeBatch bounds the bundles one poll's result makes final.
+const finalizeBatch = 16
+
+// observeConfirmed records what the gateway said of the confirmed bundle starting at event
+// first, if not final: mined, the block that holds it now; pending or unknown to the node, a
+// reorg dropped its block (dropped): it is signed and not taken again, its events staying
+// confirmed, and goes through the polls as any bundle not mined.
+func (a *actor) observeConfirmed(ctx *actors.Context, first int64, st polledState, height int64) (dropped bool, err error) {
+	b, found, err := load[bundleRec](ctx, bundleKey(first))
+	if err != nil || !found || b.Status != StatusConfirmed || b.final() || b.TxID != st.TxID {
+		return false, err
+	}
+	switch state := st.State; {
+	case strings.HasPrefix(state, "mined:"):
+		conf, _ := strconv.ParseInt(strings.TrimPrefix(state, "mined:"), 10, 64)
+		if b.Height != height-conf+1 { // mined again in another block, or first seen deep
+			b.Height = height - conf + 1
+			store(ctx, bundleKey(first), b)
+		}
+		return false, nil
+	case state == "unknown":
+		return false, nil
+	}
+	slog.Warn("chain: a reorg dropped a confirmed bundle; posting it again", "chain", ctx.ID(), "first", b.First, "last", b.Last, "tx", b.TxID, "mined_at", b.Height, "height", height)
+	a.cfg.Metrics.event(eventReorged, 1)
+	b.Status, b.Mined, b.Height = StatusSigned, false, 0
+	store(ctx, bundleKey(first), b)
+	return true, nil
 }
 
 // observeBundle records what the gateway said of the bundle starting at event first: mined
@@ -514,19 +785,34 @@ func (a *actor) observeBundle(ctx *actors.Context, first int64, st polledState, 
 		return false, err
 	}
 	state := st.State
+	conf, _ := strconv.ParseInt(strings.TrimPrefix(state, "mined:"), 10, 64)
+	if (state == "pending" || strings.HasPrefix(state, "mined:")) && !b.Uploaded && !a.inflight[b.TxID] {
+		// The node has the header, and the data may not have followed (an upload failed, or
+		// was cut by a crash): posted again, chunk by chunk.
+		if !headerOnly(b) {
+			b.Uploaded = true
+		} else {
+			tx, err := rebuild(ctx, b)
+			if err != nil {
+				return false, err
+			}
+			if err := a.uploadBundle(ctx, first, tx); err != nil {
+				return false, err
+			}
+		}
+	}
 	switch {
 	case strings.HasPrefix(state, "mined:"):
-		conf, _ := strconv.ParseInt(strings.TrimPrefix(state, "mined:"), 10, 64)
-		b.Mined = true
+		b.Mined, b.Height = true, height-conf+1
 		if b.Status == StatusSigned {
 			b.Status = StatusPosted
 		}
-		if conf >= a.cfg.Confirmations {
+		if conf >= a.cfg.Confirmations && b.Uploaded {
 			return false, a.confirmBundle(ctx, b)
 		}
 		store(ctx, bundleKey(first), b)
 	case state == "pending" && b.Mined:
-		b.Mined = false // a fork dropped its block: back in a mempool
+		b.Mined, b.Height = false, 0 // a fork dropped its block: back in a mempool
 		store(ctx, bundleKey(first), b)
 	case state == "pending" && a.expiredAt(b.AnchorHeight, height):
 		return true, a.bundleDead(ctx, b, height)
@@ -535,7 +821,7 @@ func (a *actor) observeBundle(ctx *actors.Context, first int64, st polledState, 
 		store(ctx, bundleKey(first), b)
 	case state == "missing":
 		if b.Mined {
-			b.Mined = false // dropped with its block by a fork
+			b.Mined, b.Height = false, 0 // dropped with its block by a fork
 			store(ctx, bundleKey(first), b)
 		}
 		if a.expiredAt(b.AnchorHeight, height) {
@@ -563,8 +849,8 @@ func (a *actor) bundleDead(ctx *actors.Context, b bundleRec, height int64) error
 	return nil
 }
 
-// confirmBundle marks bundle b and its events confirmed: the items' bytes and the wrapper's
-// header are no longer needed.
+// confirmBundle marks bundle b and its events confirmed (those a reorg had dropped stayed
+// confirmed). The items' bytes and the wrapper's header stay until the bundle is final.
 func (a *actor) confirmBundle(ctx *actors.Context, b bundleRec) error {
 	kvs, err := ctx.List(actors.ListOptions{Start: eventKey(b.First), End: eventKey(b.Last + 1)})
 	if err != nil {
@@ -576,7 +862,10 @@ func (a *actor) confirmBundle(ctx *actors.Context, b bundleRec) error {
 		if err := json.Unmarshal(kv.Value, &rec); err != nil {
 			return err
 		}
-		rec.Status, rec.Item, rec.Mined = StatusConfirmed, nil, true
+		if rec.Status == StatusConfirmed {
+			continue
+		}
+		rec.Status, rec.Mined = StatusConfirmed, true
 		store(ctx, kv.Key, rec)
 		v, _, err := load[version](ctx, versionKey(rec.EntityID, rec.Ver))
 		if err != nil {
@@ -586,7 +875,7 @@ func (a *actor) confirmBundle(ctx *actors.Context, b bundleRec) error {
 		store(ctx, versionKey(rec.EntityID, rec.Ver), v)
 		a.cfg.Metrics.confirmed(rec.Accepted, now)
 	}
-	b.Status, b.Tx, b.Mined = StatusConfirmed, nil, true
+	b.Status, b.Mined = StatusConfirmed, true
 	store(ctx, bundleKey(b.First), b)
 	return nil
 }

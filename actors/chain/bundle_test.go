@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -161,6 +162,11 @@ func TestBundlesAnchorInOrder(t *testing.T) {
 	if len(ids) > n/2 {
 		t.Fatalf("%d wrappers for %d events in bundles of up to 10", len(ids), n)
 	}
+	// The bytes stay until the wrappers are ReorgDepth (here 50 blocks of 20 ms) deep.
+	await.True(t, 30*time.Second, "every bundle final", func() bool {
+		var m meta
+		return e.stored("main", metaKey, &m) == nil && m.FinalSeq == n
+	})
 	for first := int64(1); first <= n; {
 		var b bundleRec
 		if err := e.stored("main", bundleKey(first), &b); err != nil {
@@ -171,7 +177,7 @@ func TestBundlesAnchorInOrder(t *testing.T) {
 		}
 		first = b.Last + 1
 	}
-	// Each event's item is what the chain's storage no longer needs.
+	// Each event's item is what the chain's storage no longer needs once final.
 	for seq := int64(1); seq <= n; seq++ {
 		var r record
 		if err := e.stored("main", eventKey(seq), &r); err != nil || r.Item != nil || r.Status != StatusConfirmed {
@@ -269,5 +275,329 @@ func TestVerifyBundleBreaks(t *testing.T) {
 	r := Verify(context.Background(), e.gw, ids[len(ids)-1], nil)
 	if r.OK || r.FirstError == nil || !strings.Contains(r.FirstError.Reason, "bundle "+ids[1]) {
 		t.Fatalf("a tampered bundle: %+v %+v", r, r.FirstError)
+	}
+}
+
+// The verifier finds a transaction of the chain's wallet, tagged with its name and mined, that
+// the walk from the head does not pass — here a copy of an upload signed again on another
+// anchor, as a replaced one would be — in both modes; while such a copy only waits in the
+// mempool the chain still verifies.
+func TestVerifyFindsOrphans(t *testing.T) {
+	for _, mode := range []string{ModeL1, ModeBundle} {
+		t.Run(mode, func(t *testing.T) {
+			cfg := Config{}
+			if mode == ModeBundle {
+				cfg = bundleConfig(t, 2)
+			}
+			e := newChainEnvOn(t, cfg, fakearweave.Config{Manual: true})
+			for i := range 5 {
+				if _, err := e.append("main", event("dev", int64(i+1))); err != nil {
+					t.Fatal(err)
+				}
+			}
+			stop := make(chan struct{})
+			mined := make(chan struct{})
+			go func() {
+				defer close(mined)
+				for {
+					select {
+					case <-stop:
+						return
+					case <-time.After(20 * time.Millisecond):
+						e.fake.Mine()
+					}
+				}
+			}()
+			await.True(t, 30*time.Second, "5 events confirmed", func() bool { return e.head("main").ConfirmedSeq == 5 })
+			close(stop)
+			<-mined
+			head := *e.head("main").TxID
+			if mode == ModeBundle {
+				head = e.bundleHead("main")
+			}
+			ctx := context.Background()
+			r := Verify(ctx, e.gw, head, nil)
+			if !r.OK || r.OrphanCheck != "ok" || len(r.Orphans) != 0 {
+				t.Fatalf("the chain as uploaded: %+v %+v", r, r.FirstError)
+			}
+			if want := map[string]int{ModeL1: 5, ModeBundle: 3}[mode]; r.Transactions != want {
+				t.Errorf("walked %d transactions, want %d", r.Transactions, want)
+			}
+			// The upload holding event 3, signed again on the current anchor.
+			var of string
+			if mode == ModeBundle {
+				of = e.walkBundles("main", head, 5)[1]
+			} else {
+				of = e.event("main", 3).TxID
+			}
+			tx, err := e.gw.Tx(ctx, of)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tx.Data, err = e.gw.Data(ctx, of); err != nil {
+				t.Fatal(err)
+			}
+			copied := arweave.NewTx(tx.Data, tx.Tags)
+			if copied.LastTx, err = e.gw.Anchor(ctx); err != nil {
+				t.Fatal(err)
+			}
+			copied.Reward = tx.Reward
+			if err := copied.Sign(e.cfg.Wallet); err != nil {
+				t.Fatal(err)
+			}
+			if err := e.gw.Post(ctx, copied); err != nil {
+				t.Fatal(err)
+			}
+			if r := Verify(ctx, e.gw, head, nil); !r.OK || len(r.Orphans) != 0 {
+				t.Fatalf("with the copy pending: %+v %+v", r, r.FirstError)
+			}
+			e.fake.Mine()
+			r = Verify(ctx, e.gw, head, nil)
+			if r.OK || r.OrphanCheck != "ok" || fmt.Sprint(r.Orphans) != fmt.Sprint([]string{copied.IDString()}) ||
+				r.FirstError == nil || r.FirstError.TxID != copied.IDString() || r.FirstError.Seq != 3 || !strings.Contains(r.FirstError.Reason, "orphan") {
+				t.Fatalf("with the copy mined: %+v %+v", r, r.FirstError)
+			}
+			t.Logf("%s", r.FirstError.Reason)
+		})
+	}
+}
+
+// A chain switched from the L1 mode to bundles (the node restarted in bundle mode) goes on
+// from its last L1 event, once that is confirmed: the first bundle starts after it, its first
+// item names it, and the chain verifies from the last bundle down through the L1 events.
+// Back on a node in the L1 mode, the chain stays in bundles.
+func TestSwitchToBundles(t *testing.T) {
+	e := newChainEnv(t, Config{})
+	for i := range 3 {
+		if _, err := e.append("main", event("dev", int64(i+1))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e.waitConfirmed("main", 3)
+	l1Head := *e.head("main").TxID
+	cfg := bundleConfig(t, 2)
+	cfg.Gateway, cfg.Wallet, cfg.PollInterval = e.cfg.Gateway, e.cfg.Wallet, e.cfg.PollInterval
+	e.cfg = cfg
+	e.h.Restart(Kind(cfg))
+	for i := range 5 {
+		if _, err := e.append("main", event("dev", int64(i+4))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	await.True(t, 30*time.Second, "8 events confirmed", func() bool {
+		h := e.head("main")
+		return h.ConfirmedSeq == 8 && h.Queued == 0
+	})
+	r := Verify(context.Background(), e.gw, e.bundleHead("main"), nil)
+	if !r.OK || r.Checked != 8 || r.OrphanCheck != "ok" || r.Transactions != 3+3 {
+		t.Fatalf("verify: %+v %+v", r, r.FirstError)
+	}
+	// The first bundle's first item (served by the gateway by its id) names the last L1 event.
+	data, err := e.gw.Data(context.Background(), e.event("main", 4).TxID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	at, _, err := ParsePayload(data)
+	if err != nil || at.Seq != 4 || at.PrevTx == nil || *at.PrevTx != l1Head {
+		t.Fatalf("event 4 (seq %d) names %v, the last L1 event is %s (%v)", at.Seq, at.PrevTx, l1Head, err)
+	}
+
+	// The node back in the L1 mode (its signer key kept: a chain has one): three more events,
+	// bundled.
+	l1 := Config{Gateway: cfg.Gateway, Wallet: cfg.Wallet, ItemSigner: cfg.ItemSigner, PollInterval: cfg.PollInterval, BundleInterval: cfg.BundleInterval}
+	e.h.Restart(Kind(l1))
+	for i := range 3 {
+		if _, err := e.append("main", event("dev", int64(i+9))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	await.True(t, 30*time.Second, "11 events confirmed", func() bool {
+		h := e.head("main")
+		return h.ConfirmedSeq == 11 && h.Queued == 0 && h.BundleTx != nil && *h.BundleTx == e.bundleHead("main")
+	})
+	r = Verify(context.Background(), e.gw, e.bundleHead("main"), nil)
+	if !r.OK || r.Checked != 11 || r.OrphanCheck != "ok" || r.Transactions < 3+4 {
+		t.Fatalf("verify after the node went back to the L1 mode: %+v %+v", r, r.FirstError)
+	}
+	if tx, err := e.gw.Tx(context.Background(), e.event("main", 11).TxID); err == nil {
+		t.Fatalf("event 11 is a transaction of its own (%s), not an item", tx.IDString())
+	}
+}
+
+// A reorg deeper than one block drops confirmed bundles: the chain posts their wrappers again
+// with the same bytes when their anchors survive it, and signs them again (the wrappers only:
+// the same items, ids and links) when the reorg dropped the block they anchor to; either way
+// every event ends in exactly one mined bundle on the walk, and no bundle is orphaned.
+func TestBundlesSurviveReorg(t *testing.T) {
+	for _, c := range []struct {
+		name        string
+		anchorDepth int // the fake's SuggestedAnchorDepth
+	}{{"anchors-survive", 12}, {"anchors-dropped", 1}} {
+		t.Run(c.name, func(t *testing.T) {
+			// Anchors valid 100 blocks (5 s here): re-posting in time is not what is tested.
+			cfg := bundleConfig(t, 4)
+			cfg.AnchorDepth = 100
+			e := newChainEnvOn(t, cfg, fakearweave.Config{Manual: true, AnchorDepth: 100, SuggestedAnchorDepth: c.anchorDepth})
+			mining := make(chan bool)
+			done := make(chan struct{})
+			t.Cleanup(func() { close(done) })
+			go func() {
+				on := true
+				tick := time.NewTicker(50 * time.Millisecond)
+				defer tick.Stop()
+				for {
+					select {
+					case <-done:
+						return
+					case on = <-mining:
+					case <-tick.C:
+						if on {
+							e.fake.Mine()
+						}
+					}
+				}
+			}()
+			for range c.anchorDepth { // blocks for the anchors to name
+				e.fake.Mine()
+			}
+			// Six bundles of four, each mined before the next is made: a block each, at least.
+			const n = 24
+			for i := range n {
+				if _, err := e.append("main", event(fmt.Sprintf("dev-%d", i%3), int64(i/3+1))); err != nil {
+					t.Fatal(err)
+				}
+				if i%4 == 3 {
+					await.True(t, 30*time.Second, "the bundle confirmed", func() bool { return e.head("main").ConfirmedSeq == int64(i+1) })
+				}
+			}
+			before := e.waitBundled("main", n)
+			mining <- false
+			// Deep enough to drop the last two wrappers (and, with anchors at the tip, the
+			// blocks they anchor to: the one before the older's block, at least).
+			st, err := e.gw.StatusOf(context.Background(), before[len(before)-2])
+			if err != nil {
+				t.Fatal(err)
+			}
+			height, err := e.gw.Height(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			depth := int(height - st.BlockHeight + 1)
+			if c.name == "anchors-dropped" {
+				depth = int(height) // every block but the genesis: the anchors, the tips of then, too
+			}
+			dropped := e.fake.Reorg(depth)
+			if len(dropped) < 2 || depth < 2 {
+				t.Fatalf("a reorg of depth %d dropped %d wrappers", depth, len(dropped))
+			}
+			t.Logf("a reorg of depth %d dropped %d of %d wrappers", depth, len(dropped), len(before))
+			mining <- true
+			// Every event still confirmed, the dropped wrappers mined again (or replaced), the
+			// walk whole and no orphan.
+			after := e.waitBundledAgain("main", n)
+			same := 0
+			for _, id := range dropped {
+				if slices.Contains(after, id) {
+					same++
+				}
+			}
+			switch c.name {
+			case "anchors-survive":
+				if same != len(dropped) || fmt.Sprint(after) != fmt.Sprint(before) {
+					t.Errorf("the wrappers, posted again with the same bytes, changed: %v, then %v", before, after)
+				}
+			case "anchors-dropped":
+				if same == len(dropped) {
+					t.Errorf("every dropped wrapper was mined again as it was, though its anchor went with the reorg")
+				}
+			}
+			// The items, their ids and links never changed.
+			for seq := int64(1); seq <= n; seq++ {
+				if rec := e.event("main", seq); rec.Status != StatusConfirmed {
+					t.Errorf("event %d: %s", seq, rec.Status)
+				}
+			}
+		})
+	}
+}
+
+// waitBundledAgain is waitBundled after a reorg: the chain settles once every bundle's
+// wrapper, as the chain names it, is mined on the node and confirmed, then the same checks
+// hold.
+func (e *chainEnv) waitBundledAgain(chain string, n int64) []string {
+	e.t.Helper()
+	await.True(e.t, 60*time.Second, "every bundle confirmed again after the reorg", func() bool {
+		var m meta
+		if e.stored(chain, metaKey, &m) != nil || m.ReorgFrom != 0 || m.RewrapFrom != 0 {
+			return false
+		}
+		mined := e.fake.Mined()
+		for first := int64(1); first <= n; {
+			var b bundleRec
+			if e.stored(chain, bundleKey(first), &b) != nil || b.Status != StatusConfirmed || !slices.Contains(mined, b.TxID) {
+				return false
+			}
+			first = b.Last + 1
+		}
+		return true
+	})
+	return e.waitBundled(chain, n)
+}
+
+// noChunks is a gateway whose chunk uploads fail while refuse is set.
+type noChunks struct {
+	*arweave.Client
+	refuse atomic.Bool
+	tried  atomic.Int32
+}
+
+func (g *noChunks) PostChunks(ctx context.Context, t *arweave.Tx) error {
+	g.tried.Add(1)
+	if g.refuse.Load() {
+		return fmt.Errorf("%w: POST /chunk: connection reset", arweave.ErrUnknownOutcome)
+	}
+	return g.Client.PostChunks(ctx, t)
+}
+
+// A bundle larger than a chunk is taken once its header is; its data follows by chunks. While
+// they fail, the wrapper is mined but its events are not confirmed (their data is not on the
+// node); the polls upload it again — a new activation, which knows nothing of the upload,
+// too — and then the events are confirmed and the chain verifies, its data read back.
+func TestBundleDataFollowsHeader(t *testing.T) {
+	cfg := bundleConfig(t, 40)
+	cfg.BundleInterval = time.Minute // the bundle is made once full: one of 40
+	e := newChainEnv(t, cfg)
+	gw := &noChunks{Client: e.gw}
+	gw.refuse.Store(true)
+	e.cfg.Gateway = gw
+	e.h.Restart(Kind(e.cfg))
+	big := strings.Repeat("x", 10_000) // 40 such events: about 400 KB, two chunks
+	for i := range 40 {
+		ev := event("dev", int64(i+1))
+		ev.Manifest = json.RawMessage(fmt.Sprintf(`{"n":%d,"pad":%q}`, i, big))
+		if _, err := e.append("main", ev); err != nil {
+			t.Fatal(err)
+		}
+	}
+	await.True(t, 30*time.Second, "the wrapper mined three deep", func() bool {
+		id := e.bundleHead("main")
+		if id == "" {
+			return false
+		}
+		st, err := e.gw.StatusOf(context.Background(), id)
+		return err == nil && !st.Pending && st.Confirmations >= 3
+	})
+	await.True(t, 10*time.Second, "uploads tried again by the polls", func() bool { return gw.tried.Load() >= 3 })
+	t.Logf("uploads tried %d times", gw.tried.Load())
+	if h := e.head("main"); h.ConfirmedSeq != 0 {
+		t.Fatalf("events confirmed while their bundle's data never reached the node: %+v", h)
+	}
+	if _, err := e.gw.Data(context.Background(), e.bundleHead("main")); err == nil {
+		t.Fatal("the node serves the data of a bundle whose chunks never came")
+	}
+	gw.refuse.Store(false)
+	e.h.Restart(Kind(e.cfg))
+	if ids := e.waitBundled("main", 40); len(ids) != 1 {
+		t.Fatalf("%d bundles for 40 events, want one", len(ids))
 	}
 }

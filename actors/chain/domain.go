@@ -30,6 +30,7 @@ type Options struct {
 	MaxUnconfirmed  int           // --chain-max-unconfirmed
 	MaxQueued       int           // --chain-max-queued
 	Confirmations   int           // --chain-confirmations
+	ReorgDepth      int           // --chain-reorg-depth
 	LogKeyFile      string        // --chain-log-key
 	CheckpointEvery int           // --chain-checkpoint-every
 	PollInterval    time.Duration // --chain-poll-interval
@@ -57,6 +58,7 @@ var Settings = config.NewSection("attestation chain", func(o *Options) []config.
 		config.Int(&o.MaxUnconfirmed, "chain-max-unconfirmed", "0", "events per chain signed and not yet confirmed; signing waits while this many are (0: 10000 in l1 mode, 500000 in bundle mode, where a bundle waits minutes for its block)").Checked(config.AtLeast(&o.MaxUnconfirmed, 0)),
 		config.Int(&o.MaxQueued, "chain-max-queued", strconv.Itoa(DefaultMaxQueued), "events per chain accepted and not yet signed; past it a new event answers 429 queue_full (an identical repeat is still 200), so that a chain whose gateway is down stops storing what it cannot sign (>= 1)").Checked(config.AtLeast(&o.MaxQueued, 1)),
 		config.Int(&o.Confirmations, "chain-confirmations", "1", "blocks deep before an event counts as confirmed").Checked(config.AtLeast(&o.Confirmations, 1)),
+		config.Int(&o.ReorgDepth, "chain-reorg-depth", "50", "bundle mode: blocks deep before a bundle's bytes are dropped; until then a reorg that drops its wrapper, confirmed or not, is repaired by posting it again (Arweave's anchors stay valid 50 blocks) (>= 1)").Checked(config.AtLeast(&o.ReorgDepth, 1)),
 		config.Uint64(&o.MaxReward, "chain-max-reward", strconv.FormatUint(DefaultMaxReward, 10), "the highest reward, in winston, the chain signs a transaction for (10000000000 is 0.01 AR); an event quoted above it is not signed: a failed prepare, fee_too_high (>= 1)").Checked(o.checkMaxReward),
 		config.Duration(&o.PollInterval, "chain-poll-interval", "5s", "how often a chain asks the gateway about its events not yet confirmed (an Arweave block takes about two minutes)").Checked(config.Positive(&o.PollInterval)),
 		config.Int(&o.CheckpointEvery, "chain-checkpoint-every", "1000", "with --chain-log-key: anchor a signed checkpoint in each chain every this many confirmed events (0: never)").Checked(config.AtLeast(&o.CheckpointEvery, 0)),
@@ -131,28 +133,19 @@ func (o *Options) checkMode() error {
 	return nil
 }
 
-// loadSignerKey reads --chain-signer-key; in bundle mode without one, the wallet signs the
-// items (runs after the wallet is read: options are checked in order).
+// loadSignerKey reads --chain-signer-key; without one, the wallet signs the items
+// (Config.withDefaults).
 func (o *Options) loadSignerKey() error {
 	o.itemSigner = nil
-	if o.SignerKeyFile != "" {
-		b, err := config.ReadSecretFile(o.SignerKeyFile, "chain signer key", 4096)
-		if err != nil {
-			return err
-		}
-		if o.itemSigner, err = ParseSignerKey(b); err != nil {
-			return err
-		}
+	if o.SignerKeyFile == "" {
 		return nil
 	}
-	if o.Mode == ModeBundle && o.wallet != nil {
-		s, err := ans104.NewArweaveSigner(o.wallet)
-		if err != nil {
-			return fmt.Errorf("bundle mode without --chain-signer-key signs items with the wallet: %w", err)
-		}
-		o.itemSigner = s
+	b, err := config.ReadSecretFile(o.SignerKeyFile, "chain signer key", 4096)
+	if err != nil {
+		return err
 	}
-	return nil
+	o.itemSigner, err = ParseSignerKey(b)
+	return err
 }
 
 func (o *Options) loadToken() error {
@@ -195,7 +188,7 @@ func Domain() domain.Domain {
 			if config.WeakToken(o.Token) {
 				slog.Warn("the chain token is weak: shorter than 32 bytes", "min_bytes", config.MinTokenBytes)
 			}
-			kc := Config{MaxInFlight: o.MaxInFlight, MaxUnconfirmed: o.MaxUnconfirmed, MaxQueued: o.MaxQueued, Confirmations: int64(o.Confirmations),
+			kc := Config{MaxInFlight: o.MaxInFlight, MaxUnconfirmed: o.MaxUnconfirmed, MaxQueued: o.MaxQueued, Confirmations: int64(o.Confirmations), ReorgDepth: int64(o.ReorgDepth),
 				LogSigner: o.signer, CheckpointEvery: int64(o.CheckpointEvery), PollInterval: o.PollInterval, MaxReward: o.MaxReward,
 				Mode: o.Mode, ItemSigner: o.itemSigner, BundleInterval: o.BundleInterval, BundleMaxItems: o.BundleMaxItems, BundleMaxBytes: o.BundleMaxBytes,
 				Metrics: NewMetrics(env.Registerer)}

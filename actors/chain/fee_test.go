@@ -137,7 +137,9 @@ func (g *quoteGateway) Price(context.Context, int) (string, error) {
 	g.priced.Add(1)
 	return g.quote, nil
 }
-func (g *quoteGateway) Post(context.Context, *arweave.Tx) error { return errors.New("not here") }
+func (g *quoteGateway) Post(context.Context, *arweave.Tx) error       { return errors.New("not here") }
+func (g *quoteGateway) PostHeader(context.Context, *arweave.Tx) error { return errors.New("not here") }
+func (g *quoteGateway) PostChunks(context.Context, *arweave.Tx) error { return errors.New("not here") }
 func (g *quoteGateway) StatusOf(context.Context, string) (arweave.Status, error) {
 	return arweave.Status{}, errors.New("not here")
 }

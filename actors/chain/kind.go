@@ -54,6 +54,10 @@ type Gateway interface {
 	Height(ctx context.Context) (int64, error)
 	Price(ctx context.Context, size int) (string, error)
 	Post(ctx context.Context, t *arweave.Tx) error
+	// PostHeader and PostChunks are Post in two steps (bundle mode: a wrapper is taken once
+	// its header is, and its data follows).
+	PostHeader(ctx context.Context, t *arweave.Tx) error
+	PostChunks(ctx context.Context, t *arweave.Tx) error
 	StatusOf(ctx context.Context, id string) (arweave.Status, error)
 }
 
@@ -88,6 +92,10 @@ type Config struct {
 	// AnchorDepth is how many blocks an anchor stays valid on the network (default 50, as
 	// Arweave): a transaction unmined that many blocks after its anchor can never be mined.
 	AnchorDepth int64
+	// ReorgDepth is, in bundle mode, how many blocks deep a bundle's wrapper must be before
+	// the node drops its bytes (default AnchorDepth, at least Confirmations): until then a
+	// reorg that drops it, confirmed or not, is repaired by posting it again.
+	ReorgDepth int64
 	// CheckpointEvery, with LogSigner, anchors a checkpoint in the chain each time this many
 	// more events are confirmed (0: never).
 	CheckpointEvery int64
@@ -98,7 +106,8 @@ type Config struct {
 	// Mode is ModeL1 (default: one transaction per event) or ModeBundle (events as data
 	// items, in bundles; bundle.go).
 	Mode string
-	// ItemSigner signs the data items in bundle mode (required there).
+	// ItemSigner signs the data items in bundle mode (default: the wallet, RSA). A chain that
+	// signed an item stays in bundles whatever Mode says.
 	ItemSigner ans104.Signer
 	// BundleInterval is the longest an event waits for its bundle, BundleMaxItems and
 	// BundleMaxBytes (the items' bytes) a bundle's size: it is made when full, or at the
@@ -130,6 +139,11 @@ func (c Config) withDefaults() Config {
 	if c.Mode == "" {
 		c.Mode = ModeL1
 	}
+	if c.ItemSigner == nil && c.Wallet != nil {
+		if s, err := ans104.NewArweaveSigner(c.Wallet); err == nil { // (a wallet that loaded signs)
+			c.ItemSigner = s
+		}
+	}
 	if c.BundleInterval <= 0 {
 		c.BundleInterval = DefaultBundleInterval
 	}
@@ -157,6 +171,10 @@ func (c Config) withDefaults() Config {
 	if c.AnchorDepth <= 0 {
 		c.AnchorDepth = 50
 	}
+	if c.ReorgDepth <= 0 {
+		c.ReorgDepth = c.AnchorDepth
+	}
+	c.ReorgDepth = max(c.ReorgDepth, c.Confirmations)
 	if c.MaxReward == 0 {
 		c.MaxReward = DefaultMaxReward
 	}
@@ -183,10 +201,14 @@ type actor struct {
 	bundling  bool            // a "bundle" effect is running
 	bundleAt  time.Time       // the "bundle" alarm this activation set is due then
 	inflight  map[string]bool // transactions posted and not answered yet
-	quote     quote           // the anchor and prices last read
-	quoteGen  int             // bumped each time the quote is dropped
-	height    int64           // the highest height a poll read
-	retryAt   time.Time       // a failed prepare is tried again from then on
+	// Bundle mode: the wrappers whose header post is under way (their data follows once it
+	// is taken), and those whose data upload is.
+	posting   map[string]*arweave.Tx
+	uploading map[string]bool
+	quote     quote     // the anchor and prices last read
+	quoteGen  int       // bumped each time the quote is dropped
+	height    int64     // the highest height a poll read
+	retryAt   time.Time // a failed prepare is tried again from then on
 	// resignReady: the polls saw every transaction from meta.ResignFrom on mined or dead;
 	// resignNext is the lowest event they have yet to (see resign.go).
 	resignReady bool

@@ -146,7 +146,7 @@ type signedItem struct {
 // unless one runs, a failed one waits for its retry, or no post or unconfirmed slot is free.
 func (a *actor) pump(ctx *actors.Context, m meta) error {
 	a.cfg.Metrics.depth(a.name, m.Queued, len(a.inflight), m.Seq-m.ConfirmedSeq)
-	if a.cfg.Mode == ModeBundle {
+	if a.bundles(m) {
 		return a.pumpItems(ctx, m)
 	}
 	if a.cfg.Gateway == nil || a.preparing || ctx.Now().Before(a.retryAt) {
@@ -412,6 +412,7 @@ func (a *actor) commitSigned(ctx *actors.Context, m meta, p prepared) (meta, err
 		ctx.Delete(front[i].Key)
 		m.Seq, m.TxID, m.CID, m.Queued, m.UpdatedAt = seq, id, v.CID, m.Queued-1, now
 		if s.Item != nil {
+			m.Mode = ModeBundle
 			continue // posted in its bundle
 		}
 		if err := a.post(ctx, seq, &tx); err != nil {
@@ -420,7 +421,7 @@ func (a *actor) commitSigned(ctx *actors.Context, m meta, p prepared) (meta, err
 	}
 	a.cfg.Metrics.event(eventSigned, len(p.Signed))
 	store(ctx, metaKey, m)
-	if a.cfg.Mode == ModeBundle {
+	if a.bundles(m) {
 		return m, nil // the polls ask about bundles, once there are
 	}
 	// The next poll within PollInterval: a poll alarm already set for later (the watchdog of

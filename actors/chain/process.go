@@ -23,13 +23,23 @@ func (a *actor) Activate(ctx *actors.Context) error {
 	if err != nil {
 		return err
 	}
-	if m.Seq > m.ConfirmedSeq {
+	if a.pollWanted(m) {
 		if err := ctx.SetAlarm("poll", ctx.Now()); err != nil {
 			return err
 		}
 	}
 	return a.pump(ctx, m)
 }
+
+// pollWanted reports whether the chain has transactions to ask the gateway about: events not
+// confirmed, or in bundle mode bundles not final (a reorg may still drop them).
+func (a *actor) pollWanted(m meta) bool {
+	return m.Seq > m.ConfirmedSeq || (a.bundles(m) && m.FinalSeq < m.ConfirmedSeq)
+}
+
+// bundles reports whether the chain signs its events as data items in bundles: the node's
+// --chain-mode says so, or the chain already did.
+func (a *actor) bundles(m meta) bool { return a.cfg.Mode == ModeBundle || m.Mode == ModeBundle }
 
 // Deactivate implements actors.Deactivator: the chain's gauges go with its activation.
 func (a *actor) Deactivate() { a.cfg.Metrics.drop(a.name) }
@@ -48,7 +58,7 @@ func (a *actor) Alarm(ctx *actors.Context, al actors.Alarm) error {
 		a.bundleAt = time.Time{}
 		return a.maybeBundle(ctx, m, true)
 	case "poll":
-		if m.Seq <= m.ConfirmedSeq {
+		if !a.pollWanted(m) {
 			return nil
 		}
 		// A watchdog: the next poll is set when this one's result comes back; should the
@@ -56,7 +66,7 @@ func (a *actor) Alarm(ctx *actors.Context, al actors.Alarm) error {
 		if err := ctx.SetAlarm("poll", ctx.Now().Add(4*a.cfg.PollInterval)); err != nil {
 			return err
 		}
-		if a.cfg.Mode == ModeBundle {
+		if a.bundles(m) {
 			return a.pollBundles(ctx, m)
 		}
 		return a.poll(ctx, m)
@@ -154,6 +164,8 @@ func (a *actor) HandleEffect(ctx *actors.Context, r actors.EffectResult) error {
 		return a.bundleDone(ctx, m, r)
 	case strings.HasPrefix(r.Name, "wrap:"):
 		return a.wrapperPosted(ctx, m, r)
+	case strings.HasPrefix(r.Name, "data:"):
+		return a.dataPosted(ctx, m, r)
 	case strings.HasPrefix(r.Name, "post:"):
 		seqStr, txID, _ := strings.Cut(strings.TrimPrefix(r.Name, "post:"), ":")
 		seq, _ := strconv.ParseInt(seqStr, 10, 64)
@@ -183,12 +195,12 @@ func (a *actor) HandleEffect(ctx *actors.Context, r actors.EffectResult) error {
 			}
 		}
 		a.height = max(a.height, p.Height)
-		if a.cfg.Mode == ModeBundle {
+		if a.bundles(m) {
 			if m, err = a.bundlesPolled(ctx, m, p); err != nil {
 				return err
 			}
 			store(ctx, metaKey, m)
-			if m.Seq > m.ConfirmedSeq {
+			if a.pollWanted(m) {
 				if err := ctx.SetAlarm("poll", ctx.Now().Add(a.cfg.PollInterval)); err != nil {
 					return err
 				}
@@ -218,7 +230,7 @@ func (a *actor) HandleEffect(ctx *actors.Context, r actors.EffectResult) error {
 			}
 		}
 		store(ctx, metaKey, m)
-		if m.Seq > m.ConfirmedSeq {
+		if a.pollWanted(m) {
 			if err := ctx.SetAlarm("poll", ctx.Now().Add(a.cfg.PollInterval)); err != nil {
 				return err
 			}

@@ -48,6 +48,15 @@ type meta struct {
 	BundledSeq int64  `json:"bundled_seq,omitempty"`
 	BundleTx   string `json:"bundle_tx,omitempty"`
 	RewrapFrom int64  `json:"rewrap_from,omitempty"`
+	// Bundle mode: the last event whose bundle is final (its wrapper ReorgDepth deep: its
+	// bytes dropped), and the first event of the lowest confirmed bundle a reorg dropped,
+	// until it is confirmed again.
+	FinalSeq  int64 `json:"final_seq,omitempty"`
+	ReorgFrom int64 `json:"reorg_from,omitempty"`
+	// Mode is ModeBundle once the chain signed a data item: from then on it stays in bundles
+	// whatever the --chain-mode of the node leading it (the L1 mode could not go on from an
+	// item, nor bundle the items signed).
+	Mode string `json:"mode,omitempty"`
 }
 
 // version is one accepted (entity_id, ver).

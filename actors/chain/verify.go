@@ -20,13 +20,27 @@ type Reader interface {
 	Data(ctx context.Context, id string) ([]byte, error)
 }
 
+// Lister is what the verifier lists a wallet's transactions with, to find those of the chain
+// off its walk (arweave.Client, through a gateway's GraphQL API).
+type Lister interface {
+	Transactions(ctx context.Context, address string, tags map[string]string) ([]arweave.Listed, error)
+}
+
 // Report is the outcome of a verification, as `shardkeeper chain verify --json` prints it.
 type Report struct {
-	OK         bool              `json:"ok"`
-	Checked    int               `json:"checked"`
-	Head       Ref               `json:"head"`
-	FirstError *Broken           `json:"first_error"`
-	Checkpoint *CheckpointResult `json:"checkpoint,omitempty"`
+	OK         bool    `json:"ok"`
+	Checked    int     `json:"checked"`
+	Head       Ref     `json:"head"`
+	FirstError *Broken `json:"first_error"`
+	// Transactions counts the L1 transactions walked: the events' in the L1 mode, the
+	// bundles' wrappers in bundle mode.
+	Transactions int `json:"transactions"`
+	// Orphans are mined transactions of the chain's wallet tagged with its name that the walk
+	// does not pass (a fork, or an upload no event names); OrphanCheck says whether they were
+	// looked for: "ok" once the gateway listed the wallet's transactions, otherwise why not.
+	Orphans     []string          `json:"orphans,omitempty"`
+	OrphanCheck string            `json:"orphan_check,omitempty"`
+	Checkpoint  *CheckpointResult `json:"checkpoint,omitempty"`
 	// Anchored are the checkpoints the chain itself anchors (CheckpointEntity events), newest
 	// first; each one's root was checked against the events walked.
 	Anchored []Anchored `json:"anchored_checkpoints,omitempty"`
@@ -80,16 +94,26 @@ type Broken struct {
 // A head that is a bundle's wrapper (bundle mode) is walked through its bundles: each wrapper
 // is checked as a transaction (signature, id, data root, one wallet), its tags name its seq
 // range and the wrapper before it, and its data is an ANS-104 bundle whose items — each
-// signature and id checked, one signer — are the events of that range in seq order.
+// signature and id checked, one signer — are the events of that range in seq order. A first
+// bundle that starts after seq 1 and names no bundle before it belongs to a chain that was in
+// the L1 mode until then: the walk goes on through the transactions of the events before it.
+//
+// Once the walk reached seq 1, a g that is also a Lister lists the L1 transactions of the
+// chain's wallet tagged with its name: one mined and not walked is an orphan, and fails the
+// verification. Those still pending are not (a replaced upload waits to expire); a gateway
+// that cannot list leaves OrphanCheck saying why.
 func Verify(ctx context.Context, g Reader, head string, progress func(checked int, a Attestation)) Report {
 	r := Report{Head: Ref{TxID: head}}
 	var (
 		id      = head
-		owner   []byte
+		owners  = map[bool][]byte{} // by whether the events are data items
 		chain   string
 		wantSeq int64 = -1 // unknown until the head is read (reported as 0)
 		later   *Attestation
 		leaves  []tlog.Hash // from the head down
+		// walkedTx are the L1 transactions walked, from the head down; wallet signed them.
+		walkedTx []string
+		wallet   []byte
 	)
 	broken := func(seq int64, format string, args ...any) Report {
 		r.FirstError = &Broken{Seq: max(seq, 0), TxID: id, Reason: fmt.Sprintf(format, args...)}
@@ -109,10 +133,19 @@ func Verify(ctx context.Context, g Reader, head string, progress func(checked in
 		if err != nil {
 			return broken(wantSeq, "%v", err)
 		}
-		if owner != nil && string(ev.owner) != string(owner) {
-			return broken(wantSeq, "signed by wallet %s, the chain's later events by %s", arweave.AddressOf(ev.owner), arweave.AddressOf(owner))
+		// One signer for the events of each kind (a chain switched from the L1 mode to
+		// bundles has both), and one wallet for every transaction.
+		if o := owners[ev.item]; o != nil && string(ev.owner) != string(o) {
+			signer := map[bool]string{false: "wallet", true: "key"}[ev.item]
+			return broken(wantSeq, "signed by %s %s, the chain's later events by %s", signer, arweave.AddressOf(ev.owner), arweave.AddressOf(o))
 		}
-		owner = ev.owner
+		if wallet != nil && string(ev.wallet) != string(wallet) {
+			return broken(wantSeq, "its transaction is signed by wallet %s, the chain's later ones by %s", arweave.AddressOf(ev.wallet), arweave.AddressOf(wallet))
+		}
+		owners[ev.item], wallet = ev.owner, ev.wallet
+		if len(walkedTx) == 0 || walkedTx[len(walkedTx)-1] != ev.tx {
+			walkedTx = append(walkedTx, ev.tx)
+		}
 		data, tx := ev.data, ev
 		a, manifest, err := ParsePayload(data)
 		if err != nil {
@@ -163,7 +196,11 @@ func Verify(ctx context.Context, g Reader, head string, progress func(checked in
 				id = cp.TxID
 				return broken(cp.Seq, "the checkpoint it anchors: %v", err)
 			}
-			r.OK = true
+			r.Transactions = len(walkedTx)
+			if l, ok := g.(Lister); ok {
+				return findOrphans(ctx, l, g, r, chain, wallet, walkedTx)
+			}
+			r.OK, r.OrphanCheck = true, "not looked for: the reader lists no transactions"
 			return r
 		}
 		if a.PrevTx == nil || a.PrevCID == nil {
@@ -171,6 +208,46 @@ func Verify(ctx context.Context, g Reader, head string, progress func(checked in
 		}
 		later, wantSeq, id = &a, a.Seq-1, *a.PrevTx
 	}
+}
+
+// findOrphans completes r, a walk that reached seq 1 through walked (transactions signed by
+// wallet), with the chain's mined transactions that it does not pass.
+func findOrphans(ctx context.Context, l Lister, g Reader, r Report, chain string, wallet []byte, walked []string) Report {
+	listed, err := l.Transactions(ctx, arweave.AddressOf(wallet), map[string]string{"App-Name": "shardkeeper", "Chain": chain})
+	if err != nil {
+		r.OK, r.OrphanCheck = true, fmt.Sprintf("not looked for: %v", err)
+		return r
+	}
+	on := make(map[string]bool, len(walked))
+	for _, id := range walked {
+		on[id] = true
+	}
+	for _, t := range listed {
+		if t.Height >= 0 && !on[t.ID] {
+			r.Orphans = append(r.Orphans, t.ID)
+		}
+	}
+	r.OrphanCheck = "ok"
+	if len(r.Orphans) == 0 {
+		r.OK = true
+		return r
+	}
+	// The oldest orphan is named, with the events it claims to hold.
+	id := r.Orphans[len(r.Orphans)-1]
+	what := "an upload of the chain"
+	var seq int64
+	if tx, err := readHeader(ctx, g, id); err == nil {
+		tags := tagMap(tx.Tags)
+		if first := tags["First-Seq"]; first != "" {
+			what = fmt.Sprintf("a bundle of events %s to %s", first, tags["Last-Seq"])
+			seq, _ = strconv.ParseInt(first, 10, 64)
+		} else if s := tags["Seq"]; s != "" {
+			what = "an upload of event " + s
+			seq, _ = strconv.ParseInt(s, 10, 64)
+		}
+	}
+	r.FirstError = &Broken{Seq: seq, TxID: id, Reason: fmt.Sprintf("%s, mined, is off the walk from the head: an orphan or a fork (%d such)", what, len(r.Orphans))}
+	return r
 }
 
 // anchoredCheckpoint reads the checkpoint anchored by event a.

@@ -17,6 +17,11 @@ type walked struct {
 	data  []byte
 	tags  []arweave.Tag
 	owner []byte
+	// tx is the L1 transaction that holds the event (itself in the L1 mode, its bundle's
+	// wrapper in bundle mode), and wallet that transaction's signer.
+	tx     string
+	wallet []byte
+	item   bool // a data item, not a transaction
 }
 
 // eventSource reads event id, which the walk expects to be event seq (-1: the head, unknown).
@@ -33,7 +38,7 @@ func (s l1Events) event(ctx context.Context, id string, _ int64) (walked, error)
 	if err != nil {
 		return walked{}, err
 	}
-	return walked{data: tx.Data, tags: tx.Tags, owner: tx.Owner}, nil
+	return walked{data: tx.Data, tags: tx.Tags, owner: tx.Owner, tx: id, wallet: tx.Owner}, nil
 }
 
 // readTx reads transaction id with its data, and checks its signature, its id and its data
@@ -94,6 +99,7 @@ type bundleEvents struct {
 	wallet []byte                      // the wrappers' signer
 	items  map[string]*ans104.DataItem // the current bundle's, by id
 	first  int64                       // the current bundle's first seq
+	id     string                      // the current bundle's wrapper
 	prev   string                      // the wrapper before the current one
 	chain  string
 }
@@ -147,8 +153,6 @@ func (b *bundleEvents) take(tx *arweave.Tx, id string, last int64) (string, erro
 		return "", fmt.Errorf("bundle %s ends at event %d where %d was due: a gap or a fork", id, end, last)
 	case first == 1 && tags["Prev-Bundle"] != "":
 		return "", fmt.Errorf("bundle %s starts the chain and names a previous bundle", id)
-	case first > 1 && tags["Prev-Bundle"] == "":
-		return "", fmt.Errorf("bundle %s names no previous bundle", id)
 	}
 	b.chain = tags["Chain"]
 	items, err := ans104.ParseBundle(tx.Data)
@@ -158,7 +162,7 @@ func (b *bundleEvents) take(tx *arweave.Tx, id string, last int64) (string, erro
 	if int64(len(items)) != end-first+1 {
 		return "", fmt.Errorf("bundle %s holds %d items for events %d to %d", id, len(items), first, end)
 	}
-	b.items, b.first, b.prev = map[string]*ans104.DataItem{}, first, tags["Prev-Bundle"]
+	b.items, b.first, b.id, b.prev = map[string]*ans104.DataItem{}, first, id, tags["Prev-Bundle"]
 	for _, it := range items {
 		b.items[it.IDString()] = it
 	}
@@ -166,6 +170,11 @@ func (b *bundleEvents) take(tx *arweave.Tx, id string, last int64) (string, erro
 }
 
 func (b *bundleEvents) event(ctx context.Context, id string, seq int64) (walked, error) {
+	if seq >= 0 && seq < b.first && b.prev == "" {
+		// The first bundle of a chain that was in the L1 mode before: the events before it
+		// are transactions (its first item names the last of them).
+		return l1Events{b.g}.event(ctx, id, seq)
+	}
 	if seq >= 0 && seq < b.first {
 		if _, err := b.load(ctx, b.prev, seq); err != nil {
 			return walked{}, err
@@ -178,5 +187,5 @@ func (b *bundleEvents) event(ctx context.Context, id string, seq int64) (walked,
 	if err := it.Verify(); err != nil {
 		return walked{}, err
 	}
-	return walked{data: it.Data(), tags: it.Tags(), owner: it.Owner()}, nil
+	return walked{data: it.Data(), tags: it.Tags(), owner: it.Owner(), tx: b.id, wallet: b.wallet, item: true}, nil
 }

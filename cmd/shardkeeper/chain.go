@@ -164,7 +164,12 @@ func chainCmd(args []string, stdout, stderr io.Writer) error {
 		b, _ := json.MarshalIndent(r, "", "  ")
 		fmt.Fprintln(stdout, string(b))
 	} else if r.OK {
-		fmt.Fprintf(stdout, "chain whole: %d events, head seq %d (%s)\n", r.Checked, r.Head.Seq, r.Head.TxID)
+		fmt.Fprintf(stdout, "chain whole: %d events in %d transactions, head seq %d (%s)\n", r.Checked, r.Transactions, r.Head.Seq, r.Head.TxID)
+		if r.OrphanCheck == "ok" {
+			fmt.Fprintln(stdout, "no orphan: every mined transaction of the wallet tagged with the chain is on it")
+		} else {
+			fmt.Fprintf(stdout, "orphans %s\n", r.OrphanCheck)
+		}
 		if n := len(r.Anchored); n > 0 {
 			signed := map[bool]string{true: ", each signed by the log key", false: " (give --log-key to check their signatures)"}[*logKey != ""]
 			fmt.Fprintf(stdout, "%d checkpoints anchored in it, the latest of %d events: each the tree of the events before it%s\n", n, r.Anchored[0].Size, signed)

@@ -80,13 +80,6 @@ func TestChainVerify(t *testing.T) {
 		t.Fatalf("report %s (%v)", out.String(), err)
 	}
 
-	forged := o.postN(chain.Link{Seq: 2, TxID: two.TxID, CID: one.CID}, 3)
-	out.Reset()
-	errOut.Reset()
-	if code := run([]string{"chain", "verify", "--gateway", o.url, "--head", forged.TxID}, &out, &errOut); code != 1 ||
-		!strings.Contains(errOut.String(), "chain broken at seq 2") || !strings.Contains(errOut.String(), "prev_cid") {
-		t.Fatalf("exit %d: %s", code, errOut.String())
-	}
 	if code := run([]string{"chain", "verify", "--head", "x"}, &out, &errOut); code != 2 {
 		t.Fatalf("without --gateway: exit %d", code)
 	}
@@ -104,8 +97,23 @@ func TestChainVerify(t *testing.T) {
 	defer node.Close()
 	out.Reset()
 	if code := run([]string{"chain", "verify", "--gateway", o.url, "--chain", "main", "--addr", node.URL}, &out, &errOut); code != 0 ||
-		!strings.Contains(out.String(), "chain whole: 3 events") {
+		!strings.Contains(out.String(), "chain whole: 3 events in 3 transactions") || !strings.Contains(out.String(), "no orphan") {
 		t.Fatalf("--chain: exit %d: %s %s", code, out.String(), errOut.String())
+	}
+
+	// A second event 3, naming event 2 but event 1's manifest, is mined: walked from, it
+	// breaks at seq 2; the walk from the first event 3 finds it off the chain, a fork.
+	forged := o.postN(chain.Link{Seq: 2, TxID: two.TxID, CID: one.CID}, 3)
+	out.Reset()
+	errOut.Reset()
+	if code := run([]string{"chain", "verify", "--gateway", o.url, "--head", forged.TxID}, &out, &errOut); code != 1 ||
+		!strings.Contains(errOut.String(), "chain broken at seq 2") || !strings.Contains(errOut.String(), "prev_cid") {
+		t.Fatalf("exit %d: %s", code, errOut.String())
+	}
+	errOut.Reset()
+	if code := run([]string{"chain", "verify", "--gateway", o.url, "--head", three.TxID}, &out, &errOut); code != 1 ||
+		!strings.Contains(errOut.String(), "chain broken at seq 3 (transaction "+forged.TxID+")") || !strings.Contains(errOut.String(), "orphan or a fork") {
+		t.Fatalf("the fork: exit %d: %s", code, errOut.String())
 	}
 }
 
@@ -201,7 +209,7 @@ func TestChainVerifyLongChain(t *testing.T) {
 	var out, errOut bytes.Buffer
 	start := time.Now()
 	if code := run([]string{"chain", "verify", "--gateway", o.url, "--head", head.TxID}, &out, &errOut); code != 0 ||
-		!strings.Contains(out.String(), "chain whole: 10000 events, head seq 10000") {
+		!strings.Contains(out.String(), "chain whole: 10000 events in 10000 transactions, head seq 10000") {
 		t.Fatalf("exit %d: %s %s", code, out.String(), errOut.String())
 	}
 	took := time.Since(start)

@@ -47,21 +47,26 @@ const (
 // the chain. In grow-shrink, instead of the kills, two nodes join while uploads are under
 // way, which splits the Raft group holding the chain (its partition moves to the new group),
 // and leave again (SIGTERM) before the end, after which the groups merge back to one per
-// node while the last uploads go on.
+// node while the last uploads go on. The -bundle variants run the same with the events as
+// data items in bundles: the faults then strike the wrappers, the fake mines wrappers only,
+// and each one it mined must be on the walk.
 func TestChainExactlyOnce(t *testing.T) {
 	for _, ctl := range []struct {
 		name  string
 		short bool
+		mode  string
 		run   func(c *cluster, h *chainHistory, at func(n int), p uint32)
 	}{
-		{"kill-leader", true, killChainLeader},
-		{"grow-shrink", false, growUnderChain},
+		{"kill-leader", true, chain.ModeL1, killChainLeader},
+		{"kill-leader-bundle", true, chain.ModeBundle, killChainLeader},
+		{"grow-shrink", false, chain.ModeL1, growUnderChain},
+		{"grow-shrink-bundle", false, chain.ModeBundle, growUnderChain},
 	} {
 		t.Run(ctl.name, func(t *testing.T) {
 			if testing.Short() && !ctl.short {
 				t.Skip("not part of the -short subset (make chaos runs it)")
 			}
-			runChainScenario(t, ctl.run)
+			runChainScenario(t, ctl.mode, ctl.run)
 		})
 	}
 }
@@ -122,7 +127,9 @@ func growUnderChain(c *cluster, h *chainHistory, at func(n int), p uint32) {
 	c.note("merged back to one group per node; the chain's partition is in group %#x (%d appends answered)", c.groupOf(p), h.posted())
 }
 
-func runChainScenario(t *testing.T, control func(c *cluster, h *chainHistory, at func(n int), p uint32)) {
+// runChainScenario runs control against a chain in mode (chain.ModeL1 or chain.ModeBundle:
+// then each event is a data item, and the transactions the fake mines are bundles' wrappers).
+func runChainScenario(t *testing.T, mode string, control func(c *cluster, h *chainHistory, at func(n int), p uint32)) {
 	const seed = 1
 	fake := fakearweave.New(fakearweave.Config{BlockInterval: 100 * time.Millisecond, Seed: seed})
 	gw := httptest.NewServer(fake)
@@ -135,8 +142,20 @@ func runChainScenario(t *testing.T, control func(c *cluster, h *chainHistory, at
 			t.Fatal(err)
 		}
 	}
-	c := startClusterBinding(t, false, "--arweave-gateway", gw.URL, "--arweave-wallet", wallet, "--chain-token-file", token,
-		"--chain-max-in-flight", "16", "--chain-poll-interval", "200ms", "--merge-delay", "2s")
+	flags := []string{"--arweave-gateway", gw.URL, "--arweave-wallet", wallet, "--chain-token-file", token,
+		"--chain-max-in-flight", "16", "--chain-poll-interval", "200ms", "--merge-delay", "2s", "--chain-mode", mode}
+	if mode == chain.ModeBundle {
+		key, _, _, err := chain.NewSignerKey()
+		if err != nil {
+			t.Fatal(err)
+		}
+		keyFile := filepath.Join(dir, "signer.key")
+		if err := os.WriteFile(keyFile, []byte(key), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		flags = append(flags, "--chain-signer-key", keyFile, "--chain-bundle-interval", "300ms", "--chain-bundle-max-items", "8")
+	}
+	c := startClusterBinding(t, false, flags...)
 	h := newChainHistory(c)
 	total := chainEntities * chainVersions
 
@@ -218,9 +237,17 @@ func runChainScenario(t *testing.T, control func(c *cluster, h *chainHistory, at
 	}
 	c.checkHistory("chain", ChainModel, h.rec.Ops())
 
-	// The chain on the fake: whole, 1..total.
-	r := chain.Verify(context.Background(), arweave.NewClient(gw.URL, nil), *head.TxID, nil)
-	if !r.OK || r.Checked != total {
+	// The chain on the fake: whole, 1..total, no mined transaction of its off the walk (the
+	// verifier lists them through the fake's GraphQL).
+	walkFrom := *head.TxID
+	if mode == chain.ModeBundle {
+		if head.BundleTx == nil {
+			t.Fatalf("bundle mode, and the head names no bundle: %+v", head)
+		}
+		walkFrom = *head.BundleTx
+	}
+	r := chain.Verify(context.Background(), arweave.NewClient(gw.URL, nil), walkFrom, nil)
+	if !r.OK || r.Checked != total || r.OrphanCheck != "ok" {
 		t.Fatalf("verify: %+v %+v", r, r.FirstError)
 	}
 	// Each event is one accepted version, the one the index names; no transaction the fake
@@ -248,13 +275,24 @@ func runChainScenario(t *testing.T, control func(c *cluster, h *chainHistory, at
 		}
 	}
 	mined := fake.Mined()
-	for _, id := range mined {
-		if _, ok := onChain[id]; !ok {
-			t.Errorf("the fake mined transaction %s, which is not on the chain: an orphan", id)
+	switch {
+	case len(onChain) != total:
+		t.Errorf("%d events name %d distinct transactions or items", total, len(onChain))
+	case mode == chain.ModeBundle:
+		// Every event in the bundles walked; the fake mined those wrappers and no other.
+		if len(mined) != r.Transactions {
+			t.Errorf("the fake mined %d transactions, the walk passed %d wrappers: an orphan or a fork", len(mined), r.Transactions)
 		}
-	}
-	if len(mined) != total || len(onChain) != total {
-		t.Errorf("the fake mined %d transactions, the chain holds %d distinct ones, for %d events", len(mined), len(onChain), total)
+		c.note("%d events in %d bundles", total, r.Transactions)
+	default:
+		for _, id := range mined {
+			if _, ok := onChain[id]; !ok {
+				t.Errorf("the fake mined transaction %s, which is not on the chain: an orphan", id)
+			}
+		}
+		if len(mined) != total {
+			t.Errorf("the fake mined %d transactions, the chain holds %d distinct ones, for %d events", len(mined), len(onChain), total)
+		}
 	}
 	for e := range chainEntities {
 		newest := chainKey{fmt.Sprintf("device-%d", e), chainVersions}

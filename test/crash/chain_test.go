@@ -27,8 +27,15 @@ import (
 // of its answers after taking a transaction: 300 events for 50 entities, posted through every
 // node, are anchored exactly once — the chain verifies on the node, every transaction the
 // node mined is on the chain (no orphan, no fork), every repeat answers the same CID, and each
-// entity's latest version names its transaction.
+// entity's latest version names its transaction. In both modes: each event a transaction, and
+// each a data item in bundles (whose wrappers are then the transactions mined).
 func TestChainSurvivesKill(t *testing.T) {
+	for _, mode := range []string{chain.ModeL1, chain.ModeBundle} {
+		t.Run(mode, func(t *testing.T) { chainSurvivesKill(t, mode) })
+	}
+}
+
+func chainSurvivesKill(t *testing.T, mode string) {
 	// The fake node, as a process.
 	gwBin := proc.Build(t, "./test/fakearweave/cmd/fakearweave")
 	gwAddr := proc.FreeAddr(t)
@@ -57,9 +64,20 @@ func TestChainSurvivesKill(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	nodes := proc.StartCluster(t, proc.ClusterConfig{Bin: proc.Build(t, "./cmd/shardkeeper"), Command: []string{"serve"}, N: 3, TLSDir: filepath.Join(dir, "tls"),
-		Flags: append(append([]string{}, fastFlags...), "--arweave-gateway", gateway, "--arweave-wallet", walletFile,
-			"--chain-token-file", tokenFile, "--chain-max-in-flight", "16", "--chain-poll-interval", "200ms")})
+	flags := append(append([]string{}, fastFlags...), "--arweave-gateway", gateway, "--arweave-wallet", walletFile,
+		"--chain-token-file", tokenFile, "--chain-max-in-flight", "16", "--chain-poll-interval", "200ms", "--chain-mode", mode)
+	if mode == chain.ModeBundle {
+		key, _, _, err := chain.NewSignerKey()
+		if err != nil {
+			t.Fatal(err)
+		}
+		keyFile := filepath.Join(dir, "signer.key")
+		if err := os.WriteFile(keyFile, []byte(key), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		flags = append(flags, "--chain-signer-key", keyFile, "--chain-bundle-interval", "200ms", "--chain-bundle-max-items", "30")
+	}
+	nodes := proc.StartCluster(t, proc.ClusterConfig{Bin: proc.Build(t, "./cmd/shardkeeper"), Command: []string{"serve"}, N: 3, TLSDir: filepath.Join(dir, "tls"), Flags: flags})
 	for _, n := range nodes {
 		n.WaitReady(60 * time.Second)
 	}
@@ -68,8 +86,15 @@ func TestChainSurvivesKill(t *testing.T) {
 	// Event i is version i/entities+1 of entity i%entities. Events go to every node in turn;
 	// a refused one (the leader dying) is sent again, as a client would.
 	const total, entities = 300, 50
+	// In bundle mode the manifests are padded, so that a bundle of a few dozen events is
+	// larger than a chunk: its data then follows its header, chunk by chunk, and the kills
+	// cut uploads too.
+	pad := ""
+	if mode == chain.ModeBundle {
+		pad = strings.Repeat("p", 12000)
+	}
 	body := func(i int) string {
-		return fmt.Sprintf(`{"entity_id":"device-%d","ver":%d,"op":"update","vis":"public","manifest":{"n":%d}}`, i%entities, i/entities+1, i)
+		return fmt.Sprintf(`{"entity_id":"device-%d","ver":%d,"op":"update","vis":"public","manifest":{"n":%d,"pad":%q}}`, i%entities, i/entities+1, i, pad)
 	}
 	post := func(i, attempt int) (int, string, error) {
 		req, _ := http.NewRequest("POST", nodes[(i+attempt)%3].URL("/v1/chains/main/events"), strings.NewReader(body(i)))
@@ -134,8 +159,17 @@ func TestChainSurvivesKill(t *testing.T) {
 	await.True(t, 120*time.Second, "every event confirmed", func() bool {
 		return getJSON(hc, nodes[0].URL("/v1/chains/main/head"), &head) == nil && head.ConfirmedSeq == total
 	})
-	r := chain.Verify(context.Background(), arweave.NewClient(gateway, nil), *head.TxID, nil)
-	if !r.OK || r.Checked != total {
+	// The walk starts at the last event, or at the last bundle's wrapper; it finds any mined
+	// transaction of the chain off the walk (an orphan or a fork) through the fake's GraphQL.
+	walkFrom := *head.TxID
+	if mode == chain.ModeBundle {
+		if head.BundleTx == nil {
+			t.Fatalf("bundle mode, and the head names no bundle: %+v", head)
+		}
+		walkFrom = *head.BundleTx
+	}
+	r := chain.Verify(context.Background(), arweave.NewClient(gateway, nil), walkFrom, nil)
+	if !r.OK || r.Checked != total || r.OrphanCheck != "ok" {
 		t.Fatalf("verify: %+v %+v", r, r.FirstError)
 	}
 	var mined []string
@@ -163,12 +197,24 @@ func TestChainSurvivesKill(t *testing.T) {
 			}
 		}
 	}
+	if len(onChain) != total {
+		t.Fatalf("%d events name %d distinct transactions or items", total, len(onChain))
+	}
+	if mode == chain.ModeBundle {
+		// The walk passed r.Transactions wrappers, and found no other mined: the fake mined
+		// nothing else (it holds no other wallet's).
+		if len(mined) != r.Transactions || r.Transactions < 2 {
+			t.Fatalf("the node mined %d transactions, the walk passed %d wrappers: an orphan or a fork", len(mined), r.Transactions)
+		}
+		t.Logf("%d events in %d bundles", total, r.Transactions)
+		return
+	}
 	for _, id := range mined {
 		if _, ok := onChain[id]; !ok {
 			t.Errorf("the node mined transaction %s, which is not on the chain: an orphan", id)
 		}
 	}
-	if len(mined) != total || len(onChain) != total {
+	if len(mined) != total {
 		t.Fatalf("the node mined %d transactions, the chain holds %d distinct ones, for %d events: an orphan or a fork", len(mined), len(onChain), total)
 	}
 	// The gateway now serves event 150's data changed: the verifier names it.
@@ -186,7 +232,7 @@ func TestChainSurvivesKill(t *testing.T) {
 	if resp, err := hc.Post(gateway+"/admin/tamper/"+tampered, "application/octet-stream", strings.NewReader(string(data))); err != nil || resp.StatusCode != http.StatusNoContent {
 		t.Fatalf("tamper: %v %v", resp, err)
 	}
-	r = chain.Verify(context.Background(), arweave.NewClient(gateway, nil), *head.TxID, nil)
+	r = chain.Verify(context.Background(), arweave.NewClient(gateway, nil), walkFrom, nil)
 	if r.OK || r.FirstError == nil || r.FirstError.Seq != 150 {
 		t.Fatalf("verify of the tampered chain: %+v %+v", r, r.FirstError)
 	}

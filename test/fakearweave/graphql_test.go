@@ -2,6 +2,7 @@ package fakearweave
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -418,5 +419,71 @@ func TestGraphQLParse(t *testing.T) {
 		map[string]any{"o": w.Address()}, "Mine")
 	if want := `{"data":{"t":{"edges":[{"node":{"id":"` + tx.IDString() + `","block":{"height":1}}}]}}}`; status != 200 || strings.TrimSpace(string(body)) != want {
 		t.Fatalf("%d %s\nwant %s", status, body, want)
+	}
+}
+
+// The arweave client's listing (Transactions) against the fake's GraphQL: a wallet's L1
+// transactions carrying the tags asked for, every one once across pages of 100, newest
+// first, with the height of the mined ones and -1 for the pending; another wallet's, other
+// tags' and data items left out.
+func TestClientListsWalletTransactions(t *testing.T) {
+	f, c, _ := startWith(t, Config{Manual: true, MaxBlockTxs: 1000})
+	a, b := wallet(t), func() *arweave.Wallet {
+		w, err := arweave.GenerateWallet(2048)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return w
+	}()
+	tags := func(chain string) []arweave.Tag {
+		return []arweave.Tag{{Name: []byte("App-Name"), Value: []byte("shardkeeper")}, {Name: []byte("Chain"), Value: []byte(chain)}}
+	}
+	var want []string // A's on chain x, in the order posted
+	for i := range 230 {
+		switch {
+		case i%7 == 3: // B's, same tags
+			post(t, c, signedData(t, c, b, []byte(fmt.Sprint(i)), tags("x"), nil))
+		case i%5 == 1: // A's, another chain
+			post(t, c, signedData(t, c, a, []byte(fmt.Sprint(i)), tags("y"), nil))
+		case i%11 == 2: // A's bundle on chain x, whose item carries the same tags: listed, the item not
+			it := item(t, edSigner(t, byte(i)), fmt.Sprint("event ", i), "App-Name", "shardkeeper", "Chain", "x")
+			tx := bundleTx(t, c, a, encode(t, it), func(tx *arweave.Tx) { tx.Tags = append(tx.Tags, tags("x")[1]) })
+			post(t, c, tx)
+			want = append(want, tx.IDString())
+		default:
+			tx := signedData(t, c, a, []byte(fmt.Sprint(i)), tags("x"), nil)
+			post(t, c, tx)
+			want = append(want, tx.IDString())
+		}
+		if i == 199 {
+			f.Mine() // the first 200 mined in one block, the rest pending
+		}
+	}
+	got, err := c.Transactions(context.Background(), a.Address(), map[string]string{"App-Name": "shardkeeper", "Chain": "x"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	height, err := c.Height(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != len(want) || len(want) < 150 {
+		t.Fatalf("listed %d transactions, want %d", len(got), len(want))
+	}
+	pending := 0
+	for i, l := range got {
+		// Newest first: the reverse of the order posted.
+		if w := want[len(want)-1-i]; l.ID != w {
+			t.Fatalf("listed #%d is %s, want %s", i, l.ID, w)
+		}
+		switch {
+		case l.Height == -1:
+			pending++
+		case l.Height != height:
+			t.Errorf("%s listed at height %d, mined in %d", l.ID, l.Height, height)
+		}
+	}
+	if pending == 0 || pending == len(got) {
+		t.Errorf("%d of %d pending, want the ones posted after the block", pending, len(got))
 	}
 }

@@ -55,17 +55,12 @@ type chainBench struct {
 // runChain measures the chain rows and the sequential uploader.
 func runChain(ctx context.Context, o options, bin, tmp string, rows *[]row) error {
 	b := &chainBench{waiting: map[string]chan time.Time{}, taken: map[string]int{}}
-	b.fake = fakearweave.New(fakearweave.Config{BlockInterval: chainBlock})
-	defer b.fake.Close()
-	b.fake.SetFaults(fakearweave.Faults{Latency: o.chainLatency})
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
+	var stop func()
+	var err error
+	if b.fake, b.url, stop, err = serveFake(fakearweave.Config{BlockInterval: chainBlock}, o.chainLatency); err != nil {
 		return err
 	}
-	srv := &http.Server{Handler: b.fake}
-	go srv.Serve(ln)
-	defer srv.Close()
-	b.url = "http://" + ln.Addr().String()
+	defer stop()
 	logf("fake Arweave at %s: a block every %v, %v added to every answer", b.url, chainBlock, o.chainLatency)
 	if b.wallet, err = arweave.NewWallet(); err != nil {
 		return err
@@ -120,10 +115,7 @@ func (b *chainBench) measure(ctx context.Context, o options, bin, dir string, in
 		return row{}, err
 	}
 	walletFile, tokenFile := filepath.Join(dir, "wallet.json"), filepath.Join(dir, "token")
-	if err := os.WriteFile(walletFile, b.wallet.JWK(), 0o600); err != nil {
-		return row{}, err
-	}
-	if err := os.WriteFile(tokenFile, []byte(chainToken), 0o600); err != nil {
+	if err := writeSecrets(map[string][]byte{walletFile: b.wallet.JWK(), tokenFile: []byte(chainToken)}); err != nil {
 		return row{}, err
 	}
 	node, err := startShardkeeper(ctx, bin, dir, o.partitions, "--arweave-gateway", b.url, "--arweave-wallet", walletFile,
@@ -219,6 +211,30 @@ func (b *chainBench) measure(ctx context.Context, o options, bin, dir string, in
 	r := latencyRow(name, sysShardkeeper, inFlight, float64(takenIn)/o.chainDuration.Seconds(), latencies, errs).withUsage(u)
 	logf("  → %.1f events posted/s, p50 %.0f ms, p99 %.0f ms from acceptance to the node taking it, errors %s%s", r.OpsPerS, r.P50ms, r.P99ms, r.errorSummary(), u)
 	return r, nil
+}
+
+// serveFake starts a fake Arweave node of cfg, latency added to every answer, on a loopback
+// port; stop closes both.
+func serveFake(cfg fakearweave.Config, latency time.Duration) (f *fakearweave.Fake, url string, stop func(), err error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, "", nil, err
+	}
+	f = fakearweave.New(cfg)
+	f.SetFaults(fakearweave.Faults{Latency: latency})
+	srv := &http.Server{Handler: f}
+	go srv.Serve(ln)
+	return f, "http://" + ln.Addr().String(), func() { srv.Close(); f.Close() }, nil
+}
+
+// writeSecrets writes each file its content, readable by its owner only.
+func writeSecrets(files map[string][]byte) error {
+	for path, content := range files {
+		if err := os.WriteFile(path, content, 0o600); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // runSequential measures the sequential uploader for the chain duration, or three events

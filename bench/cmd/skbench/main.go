@@ -63,30 +63,31 @@ const opTimeout = 10 * time.Second
 
 // options are the command-line flags.
 type options struct {
-	duration, warmup time.Duration
-	clients          []int
-	workloads        []string
-	skipRedis        bool
-	skipFloor        bool
-	skipEtcd         bool
-	nodes            int
-	out              string
-	bin              string
-	urls             []string
-	partitions       int
-	raftGroups       int
-	devices, servers int
-	keep             bool
-	skipRelayer      bool
-	relayerLatency   time.Duration
-	skipChain        bool
-	chainLatency     time.Duration
-	chainDuration    time.Duration
-	chainWarmup      time.Duration
-	chainWindow      int
-	profile          string // directory for CPU profiles of the nodes
-	profileClients   int
-	profileFrom      []string // the nodes' debug URLs, while measuring shardkeeper
+	duration, warmup  time.Duration
+	clients           []int
+	workloads         []string
+	skipRedis         bool
+	skipFloor         bool
+	skipEtcd          bool
+	nodes             int
+	out               string
+	bin               string
+	urls              []string
+	partitions        int
+	raftGroups        int
+	devices, servers  int
+	keep              bool
+	skipRelayer       bool
+	relayerLatency    time.Duration
+	skipChain         bool
+	chainLatency      time.Duration
+	chainDuration     time.Duration
+	chainWarmup       time.Duration
+	chainWindow       int
+	chainBundleWindow int
+	profile           string // directory for CPU profiles of the nodes
+	profileClients    int
+	profileFrom       []string // the nodes' debug URLs, while measuring shardkeeper
 
 	// The scale-out benchmark (scale.go), run instead of the others when scale is set.
 	scale         []int // cluster sizes, grown online from the first
@@ -159,6 +160,7 @@ func parseFlags(args []string) (options, error) {
 	fs.DurationVar(&o.chainDuration, "chain-duration", 20*time.Second, "measured time of each chain run")
 	fs.DurationVar(&o.chainWarmup, "chain-warmup", 8*time.Second, "unmeasured warm-up before each chain run")
 	fs.IntVar(&o.chainWindow, "chain-window", 512, "events the chain workload keeps accepted and not yet taken by the node")
+	fs.IntVar(&o.chainBundleWindow, "chain-bundle-window", 20000, "events the chain workload in bundle mode keeps accepted and not yet in a wrapper the node took")
 	scale := fs.String("scale", "", "run the scale-out benchmark instead: comma-separated cluster sizes, grown online from the first (e.g. 3,6,9)")
 	scaleClients := fs.String("scale-clients", "128,256", "with --scale: comma-separated client counts per node; the best is reported")
 	fs.IntVar(&o.scaleRounds, "scale-rounds", 3, "with --scale: rounds (each grows a fresh cluster); medians are reported")
@@ -188,8 +190,8 @@ func parseFlags(args []string) (options, error) {
 	if fs.NArg() > 0 {
 		return o, fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
-	if o.duration <= 0 || o.warmup < 0 || o.chainDuration <= 0 || o.chainWarmup < 0 || o.chainWindow < 1 {
-		return o, errors.New("--duration and --chain-duration must be > 0, --warmup and --chain-warmup >= 0, --chain-window >= 1")
+	if o.duration <= 0 || o.warmup < 0 || o.chainDuration <= 0 || o.chainWarmup < 0 || o.chainWindow < 1 || o.chainBundleWindow < 1 {
+		return o, errors.New("--duration and --chain-duration must be > 0, --warmup and --chain-warmup >= 0, --chain-window and --chain-bundle-window >= 1")
 	}
 	var err error
 	if o.clients, err = positiveInts("--clients", *clients); err != nil {
@@ -296,6 +298,9 @@ func run(ctx context.Context, o options) error {
 		if err := runChain(ctx, o, o.bin, tmp, &rows); err != nil {
 			return err
 		}
+		if err := runBundles(ctx, o, o.bin, tmp, &rows); err != nil {
+			return err
+		}
 	}
 	fmt.Println()
 	printTable(os.Stdout, rows)
@@ -315,6 +320,7 @@ func run(ctx context.Context, o options) error {
 	printGoals(os.Stdout, rows)
 	printRelayer(os.Stdout, rows, o.relayerLatency)
 	printChain(os.Stdout, rows, o.chainLatency, o.chainWindow)
+	printBundles(os.Stdout, rows, o.chainLatency)
 	if err := writeJSON(o.out, rows); err != nil {
 		return fmt.Errorf("write results: %w", err)
 	}

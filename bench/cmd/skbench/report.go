@@ -30,6 +30,9 @@ type row struct {
 	// ServerCPUms is the CPU time the server's processes spent per operation, in ms (0: not
 	// measured). When the machine is saturated, throughput is bounded by it.
 	ServerCPUms float64 `json:"server_cpu_ms_per_op,omitempty"`
+	// L1Every is, for the chain in bundle mode, the seconds between two L1 transactions (the
+	// bundles' wrappers) the node posted (0: not measured).
+	L1Every float64 `json:"l1_tx_every_s,omitempty"`
 	// ClientCPUms is the load generator's CPU time per operation, in ms (0: not measured).
 	ClientCPUms float64 `json:"client_cpu_ms_per_op,omitempty"`
 	// IdlePct is the share of the machine's CPU left idle during the run (nil: not measured).
