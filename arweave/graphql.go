@@ -32,7 +32,7 @@ const maxListPages = 100_000
 // Transactions lists the L1 transactions signed by the wallet at address that carry every
 // tag of tags (name → value), newest first, following the gateway's pages (POST /graphql,
 // the schema of arweave.net and ar.io gateways). A transaction is listed once even when a
-// block mined between two pages moves it.
+// block mined between two pages moves it, as mined when any page said so.
 func (c *Client) Transactions(ctx context.Context, address string, tags map[string]string) ([]Listed, error) {
 	type tagFilter struct {
 		Name   string   `json:"name"`
@@ -43,7 +43,7 @@ func (c *Client) Transactions(ctx context.Context, address string, tags map[stri
 		filters = append(filters, tagFilter{name, []string{tags[name]}})
 	}
 	var out []Listed
-	seen := map[string]bool{}
+	seen := map[string]int{} // id → its place in out
 	var after *string
 	for page := 0; ; page++ {
 		if page == maxListPages {
@@ -94,14 +94,17 @@ func (c *Client) Transactions(ctx context.Context, address string, tags map[stri
 		}
 		edges := ans.Data.Transactions.Edges
 		for _, e := range edges {
-			if seen[e.Node.ID] {
-				continue
-			}
-			seen[e.Node.ID] = true
 			l := Listed{ID: e.Node.ID, Height: -1}
 			if e.Node.Block != nil {
 				l.Height = e.Node.Block.Height
 			}
+			if i, ok := seen[e.Node.ID]; ok {
+				if l.Height >= 0 {
+					out[i] = l // pending on an earlier page, mined since
+				}
+				continue
+			}
+			seen[e.Node.ID] = len(out)
 			out = append(out, l)
 		}
 		if !ans.Data.Transactions.PageInfo.HasNextPage || len(edges) == 0 {

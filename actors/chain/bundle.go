@@ -75,6 +75,11 @@ type bundleRec struct {
 	// Uploaded: every byte of the wrapper's data reached the node (in the body of its post,
 	// or every chunk answered). Until then a bundle is not confirmed, mined or not.
 	Uploaded bool `json:"uploaded,omitempty"`
+	// The wrappers Replaced are asked about until the height ReplacedUntil (ReorgDepth blocks
+	// after the last replacement): one seen mined means the chain forked there — a node
+	// that had answered it missing lagged behind another that mined it. Forked lists those.
+	ReplacedUntil int64    `json:"replaced_until,omitempty"`
+	Forked        []string `json:"forked,omitempty"`
 }
 
 // final reports whether b's bytes are dropped: confirmed ReorgDepth deep (or confirmed before
@@ -234,7 +239,8 @@ func (a *actor) maybeBundle(ctx *actors.Context, m meta, force bool) error {
 			if r.Status != StatusConfirmed {
 				return nil
 			}
-			m.BundledSeq, b.First = r.Seq, r.Seq+1
+			// Nothing to keep for a reorg: the L1 mode dropped their bytes when confirmed.
+			m.BundledSeq, m.FinalSeq, b.First = r.Seq, r.Seq, r.Seq+1
 			store(ctx, metaKey, m)
 			continue
 		}
@@ -446,10 +452,11 @@ func (a *actor) wrapperPosted(ctx *actors.Context, m meta, r actors.EffectResult
 	if err != nil {
 		return err
 	}
-	if found && arweave.InvalidAnchor(r.Err) && b.TxID == txID && !b.Mined && b.Status != StatusConfirmed {
-		// The node refuses the wrapper's anchor: its block is not on the chain the node
-		// follows (a reorg dropped it). Posted again it would be refused again: it is dead,
-		// and signed again with every later one.
+	if found && arweave.InvalidAnchor(r.Err) && b.TxID == txID && !b.Mined && b.Status == StatusSigned && a.height > b.AnchorHeight {
+		// The node refuses the wrapper's anchor though it is past the anchor's height: the
+		// block is not on the chain the node follows (a reorg dropped it), and posted again
+		// the wrapper would be refused again: it is dead, and signed again with every later
+		// one. (A node behind the anchor may just not know the block yet: the polls go on.)
 		if err := a.bundleDead(ctx, b, max(a.height, b.AnchorHeight+1)); err != nil {
 			return err
 		}
@@ -577,20 +584,88 @@ func (a *actor) pollBundles(ctx *actors.Context, m meta) error {
 	if m.ReorgFrom > 0 {
 		end = bundleKey(m.ReorgFrom)
 	}
-	probe, err := ctx.List(actors.ListOptions{Start: bundleKey(m.FinalSeq + 1), End: end, Reverse: true, Limit: reorgProbe})
+	// And the oldest ones not final: finalize drops the bytes only of those this poll saw
+	// mined deep enough, wherever a reorg may have moved them.
+	for _, o := range []actors.ListOptions{
+		{Start: bundleKey(m.FinalSeq + 1), End: end, Reverse: true, Limit: reorgProbe},
+		{Start: bundleKey(m.FinalSeq + 1), End: end, Limit: finalizeBatch},
+	} {
+		kvs, err := ctx.List(o)
+		if err != nil {
+			return err
+		}
+		for _, kv := range kvs {
+			var b bundleRec
+			if err := json.Unmarshal(kv.Value, &b); err != nil {
+				return err
+			}
+			if b.Status == StatusConfirmed && !b.final() {
+				ids[b.First] = b.TxID
+			}
+		}
+	}
+	watched, _, err := a.watched(ctx, m)
 	if err != nil {
 		return err
 	}
-	for _, kv := range probe {
+	maps.Copy(ids, watched)
+	return a.startPoll(ctx, ids)
+}
+
+// Replaced wrappers are polled under negative keys: -(first·maxWatched + their index in the
+// bundle's Replaced), the newest maxWatched of each bundle.
+const maxWatched = 64
+
+// watched returns the replaced wrappers still watched (by their poll keys), from the lowest
+// bundle meta.WatchFrom on (maxOpenBundles bundles), and the lowest bundle still watching
+// one (0: none).
+func (a *actor) watched(ctx *actors.Context, m meta) (map[int64]string, int64, error) {
+	ids := map[int64]string{}
+	if m.WatchFrom == 0 {
+		return ids, 0, nil
+	}
+	kvs, err := ctx.List(actors.ListOptions{Start: bundleKey(m.WatchFrom), End: []byte("b0"), Limit: maxOpenBundles})
+	if err != nil {
+		return nil, 0, err
+	}
+	var lowest int64
+	for _, kv := range kvs {
 		var b bundleRec
 		if err := json.Unmarshal(kv.Value, &b); err != nil {
-			return err
+			return nil, 0, err
 		}
-		if b.Status == StatusConfirmed && !b.final() {
-			ids[b.First] = b.TxID
+		if len(b.Replaced) == 0 || a.height > b.ReplacedUntil {
+			continue
+		}
+		if lowest == 0 {
+			lowest = b.First
+		}
+		for i := max(0, len(b.Replaced)-maxWatched); i < len(b.Replaced); i++ {
+			if !slices.Contains(b.Forked, b.Replaced[i]) {
+				ids[-(b.First*maxWatched + int64(i%maxWatched))] = b.Replaced[i]
+			}
 		}
 	}
-	return a.startPoll(ctx, ids)
+	if lowest == 0 && len(kvs) == maxOpenBundles {
+		lowest = m.WatchFrom // more bundles past the window: the next polls look again
+	}
+	return ids, lowest, nil
+}
+
+// observeReplaced records a poll's answer about a replaced wrapper (key as watched gives
+// it): mined, the chain forked there.
+func (a *actor) observeReplaced(ctx *actors.Context, key int64, st polledState) error {
+	first := -key / maxWatched
+	b, found, err := load[bundleRec](ctx, bundleKey(first))
+	if err != nil || !found || !strings.HasPrefix(st.State, "mined:") || slices.Contains(b.Forked, st.TxID) || !slices.Contains(b.Replaced, st.TxID) {
+		return err
+	}
+	slog.Error("chain: a replaced bundle wrapper was mined: the chain on Arweave has a fork there (an orphan for chain verify)",
+		"chain", ctx.ID(), "first", b.First, "last", b.Last, "mined", st.TxID, "current", b.TxID)
+	a.cfg.Metrics.event(eventForked, 1)
+	b.Forked = append(b.Forked, st.TxID)
+	store(ctx, bundleKey(first), b)
+	return nil
 }
 
 // reorgProbe is how many of the newest confirmed bundles not final each poll asks about.
@@ -613,8 +688,23 @@ func statusState(s arweave.Status, err error) string {
 func (a *actor) bundlesPolled(ctx *actors.Context, m meta, p polled) (meta, error) {
 	// The newest first: a reorg dropped a suffix of the chain's wrappers, and each must be
 	// seen gone (not mined) before an older one dead is signed again with all after it.
-	firsts := slices.Sorted(maps.Keys(p.States))
+	var firsts []int64
+	for key, st := range p.States {
+		if key < 0 {
+			if err := a.observeReplaced(ctx, key, st); err != nil {
+				return m, err
+			}
+			continue
+		}
+		firsts = append(firsts, key)
+	}
+	slices.Sort(firsts)
 	slices.Reverse(firsts)
+	_, next, err := a.watched(ctx, m)
+	if err != nil {
+		return m, err
+	}
+	m.WatchFrom = next
 	reorged := false
 	mined := map[int64]bool{}
 	// First the confirmed ones: which did a reorg drop?
@@ -657,7 +747,7 @@ func (a *actor) bundlesPolled(ctx *actors.Context, m meta, p polled) (meta, erro
 		return m, err
 	}
 	if !reorged && m.ReorgFrom == 0 {
-		if m, err = a.finalize(ctx, m, p.Height); err != nil {
+		if m, err = a.finalize(ctx, m, p.Height, mined); err != nil {
 			return m, err
 		}
 	}
@@ -705,9 +795,10 @@ func (a *actor) settleReorg(ctx *actors.Context, m meta, bounded bool) (meta, er
 	return m, nil
 }
 
-// finalize drops the bytes of the oldest confirmed bundles whose wrappers are ReorgDepth
-// deep at height (at most finalizeBatch a message): no reorg that deep is repaired.
-func (a *actor) finalize(ctx *actors.Context, m meta, height int64) (meta, error) {
+// finalize drops the bytes of the oldest confirmed bundles whose wrappers this poll saw mined
+// (mined, by first event) ReorgDepth deep at height (at most finalizeBatch a message): no
+// reorg that deep is repaired.
+func (a *actor) finalize(ctx *actors.Context, m meta, height int64, mined map[int64]bool) (meta, error) {
 	kvs, err := ctx.List(actors.ListOptions{Start: bundleKey(m.FinalSeq + 1), End: bundleKey(m.ConfirmedSeq + 1), Limit: 16 * finalizeBatch})
 	if err != nil {
 		return m, err
@@ -722,7 +813,7 @@ func (a *actor) finalize(ctx *actors.Context, m meta, height int64) (meta, error
 			break
 		}
 		if !b.final() {
-			if b.Height <= 0 || height-b.Height+1 < a.cfg.ReorgDepth || dropped == finalizeBatch {
+			if !mined[b.First] || b.Height <= 0 || height-b.Height+1 < a.cfg.ReorgDepth || dropped == finalizeBatch {
 				break
 			}
 			dropped++
@@ -771,7 +862,7 @@ func (a *actor) observeConfirmed(ctx *actors.Context, first int64, st polledStat
 	}
 	slog.Warn("chain: a reorg dropped a confirmed bundle; posting it again", "chain", ctx.ID(), "first", b.First, "last", b.Last, "tx", b.TxID, "mined_at", b.Height, "height", height)
 	a.cfg.Metrics.event(eventReorged, 1)
-	b.Status, b.Mined, b.Height = StatusSigned, false, 0
+	b.Status, b.Mined, b.Height, b.Uploaded = StatusSigned, false, 0, false // the node lost its data too
 	store(ctx, bundleKey(first), b)
 	return true, nil
 }
@@ -833,6 +924,10 @@ func (a *actor) observeBundle(ctx *actors.Context, first int64, st polledState, 
 		tx, err := rebuild(ctx, b)
 		if err != nil {
 			return false, err
+		}
+		if b.Uploaded {
+			b.Uploaded = false // unknown to the node: its data goes again
+			store(ctx, bundleKey(first), b)
 		}
 		a.cfg.Metrics.reposted()
 		return false, a.postBundle(ctx, first, tx)
@@ -948,7 +1043,9 @@ func (a *actor) commitRewrapped(ctx *actors.Context, m meta, w wrapped) (meta, e
 		}
 		b := bs[i]
 		b.Replaced = append(b.Replaced, b.TxID)
+		b.ReplacedUntil = max(w.Height, a.height) + a.cfg.ReorgDepth
 		b.TxID, b.Tx, b.Status, b.AnchorHeight, b.ExpiredAt = tx.IDString(), header(&tx), StatusSigned, max(w.Height, a.height), 0
+		b.Uploaded = false // a new transaction: its data goes again
 		if i > 0 {
 			b.PrevTx = bs[i-1].TxID
 		}
@@ -964,6 +1061,9 @@ func (a *actor) commitRewrapped(ctx *actors.Context, m meta, w wrapped) (meta, e
 		}
 	}
 	a.cfg.Metrics.event(eventRewrapped, len(w.Wrappers))
+	if m.WatchFrom == 0 || w.Wrappers[0].First < m.WatchFrom {
+		m.WatchFrom = w.Wrappers[0].First
+	}
 	m.RewrapFrom = 0
 	return m, nil
 }

@@ -13,6 +13,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
 	"github.com/shardkeeper/shardkeeper/arweave"
 	"github.com/shardkeeper/shardkeeper/arweave/ans104"
 	"github.com/shardkeeper/shardkeeper/test/await"
@@ -422,6 +425,25 @@ func TestSwitchToBundles(t *testing.T) {
 	if tx, err := e.gw.Tx(context.Background(), e.event("main", 11).TxID); err == nil {
 		t.Fatalf("event 11 is a transaction of its own (%s), not an item", tx.IDString())
 	}
+
+	// A node without the chain's signer key (its wallet would sign) signs none of its events;
+	// with the key back, the chain goes on.
+	l1.ItemSigner = nil
+	e.h.Restart(Kind(l1))
+	if _, err := e.append("main", event("dev", 12)); err != nil {
+		t.Fatal(err)
+	}
+	height, _ := e.gw.Height(context.Background())
+	await.True(t, 10*time.Second, "ten blocks", func() bool {
+		h, err := e.gw.Height(context.Background())
+		return err == nil && h >= height+10
+	})
+	if h := e.head("main"); h.Seq != 11 || h.Queued != 1 {
+		t.Fatalf("a node with another item signer signed: %+v", h)
+	}
+	l1.ItemSigner = cfg.ItemSigner
+	e.h.Restart(Kind(l1))
+	await.True(t, 30*time.Second, "12 events confirmed", func() bool { return e.head("main").ConfirmedSeq == 12 })
 }
 
 // A reorg deeper than one block drops confirmed bundles: the chain posts their wrappers again
@@ -599,5 +621,69 @@ func TestBundleDataFollowsHeader(t *testing.T) {
 	e.h.Restart(Kind(e.cfg))
 	if ids := e.waitBundled("main", 40); len(ids) != 1 {
 		t.Fatalf("%d bundles for 40 events, want one", len(ids))
+	}
+}
+
+// missing is a gateway behind on one transaction: it answers 404 for its status, as a node
+// that never saw it does, while another node mined it.
+type missing struct {
+	*arweave.Client
+	id atomic.Value // string
+}
+
+func (g *missing) StatusOf(ctx context.Context, id string) (arweave.Status, error) {
+	if v, _ := g.id.Load().(string); v == id {
+		return arweave.Status{}, arweave.ErrNotFound
+	}
+	return g.Client.StatusOf(ctx, id)
+}
+
+// A gateway that lags behind — it says the last wrapper is missing while it was mined — makes
+// the chain sign that wrapper again once its anchor looks expired. The chain keeps asking
+// about the replaced wrapper; once the gateway catches up and shows it mined, the fork is
+// recorded (forked, and a metric), and chain verify finds the replaced wrapper off the walk.
+func TestBundleReplacedMinedIsForked(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	cfg := bundleConfig(t, 2)
+	cfg.AnchorDepth, cfg.Metrics = 5, NewMetrics(reg)
+	e := newChainEnvOn(t, cfg, fakearweave.Config{Manual: true, AnchorDepth: 5})
+	gw := &missing{Client: e.gw}
+	e.cfg.Gateway = gw
+	e.h.Restart(Kind(e.cfg))
+	for i := range 4 {
+		if _, err := e.append("main", event("dev", int64(i+1))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	await.True(t, 10*time.Second, "two wrappers posted", func() bool {
+		var b bundleRec
+		return e.stored("main", bundleKey(3), &b) == nil && b.Status == StatusPosted
+	})
+	var last bundleRec
+	if err := e.stored("main", bundleKey(3), &last); err != nil {
+		t.Fatal(err)
+	}
+	gw.id.Store(last.TxID) // the gateway never shows it
+	e.fake.Mine()          // both mined
+	for range 12 {         // past its anchor's validity, as the chain judges it
+		e.fake.Mine()
+		time.Sleep(40 * time.Millisecond)
+	}
+	await.True(t, 10*time.Second, "the last wrapper signed again", func() bool {
+		var b bundleRec
+		return e.stored("main", bundleKey(3), &b) == nil && b.TxID != last.TxID && slices.Contains(b.Replaced, last.TxID)
+	})
+	e.fake.Mine()
+	gw.id.Store("") // caught up: both wrappers of events 3-4 are mined
+	await.True(t, 10*time.Second, "the fork recorded", func() bool {
+		var b bundleRec
+		return e.stored("main", bundleKey(3), &b) == nil && slices.Contains(b.Forked, last.TxID)
+	})
+	if got := testutil.ToFloat64(cfg.Metrics.events.WithLabelValues(eventForked)); got != 1 {
+		t.Errorf("forked counted %v times, want 1", got)
+	}
+	r := Verify(context.Background(), e.gw, e.bundleHead("main"), nil)
+	if r.OK || fmt.Sprint(r.Orphans) != fmt.Sprint([]string{last.TxID}) {
+		t.Fatalf("verify: %+v %+v", r, r.FirstError)
 	}
 }

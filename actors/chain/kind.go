@@ -205,10 +205,12 @@ type actor struct {
 	// is taken), and those whose data upload is.
 	posting   map[string]*arweave.Tx
 	uploading map[string]bool
-	quote     quote     // the anchor and prices last read
-	quoteGen  int       // bumped each time the quote is dropped
-	height    int64     // the highest height a poll read
-	retryAt   time.Time // a failed prepare is tried again from then on
+	// signerWarned: this activation logged that its item signer is not the chain's.
+	signerWarned bool
+	quote        quote     // the anchor and prices last read
+	quoteGen     int       // bumped each time the quote is dropped
+	height       int64     // the highest height a poll read
+	retryAt      time.Time // a failed prepare is tried again from then on
 	// resignReady: the polls saw every transaction from meta.ResignFrom on mined or dead;
 	// resignNext is the lowest event they have yet to (see resign.go).
 	resignReady bool

@@ -33,6 +33,7 @@ const (
 	eventBundled   = "bundled"   // bundle mode: put in a bundle (its wrapper signed)
 	eventRewrapped = "rewrapped" // bundle mode: a bundle's wrapper signed again (counted per bundle)
 	eventReorged   = "reorged"   // bundle mode: a confirmed bundle's wrapper dropped by a reorg, posted again (counted per bundle)
+	eventForked    = "forked"    // bundle mode: a replaced wrapper seen mined: the chain on Arweave forks there
 )
 
 // NewMetrics creates the chain's instruments on reg (shared with instruments already there).
@@ -46,7 +47,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		unconfirmed: domain.Register(reg, prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "shardkeeper_chain_unconfirmed", Help: "Events signed and not yet confirmed, per chain (at most --chain-max-unconfirmed)."}, chain)),
 		events: domain.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "shardkeeper_chain_events_total", Help: "Chain events: accepted, signed, resigned (expired unmined, signed again), confirmed, failed, broken (mined while the event before expired unmined: the chain on Arweave breaks there; alert on it); in bundle mode bundled, rewrapped (per bundle) and reorged (a confirmed bundle a reorg dropped, per bundle)."}, []string{"event"})),
+			Name: "shardkeeper_chain_events_total", Help: "Chain events: accepted, signed, resigned (expired unmined, signed again), confirmed, failed, broken (mined while the event before expired unmined: the chain on Arweave breaks there; alert on it); in bundle mode bundled, rewrapped (per bundle) reorged (a confirmed bundle a reorg dropped, per bundle) and forked (a replaced wrapper seen mined: alert on it)."}, []string{"event"})),
 		posts: domain.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "shardkeeper_chain_posts_total", Help: "POST /tx by result: accepted (200 or 208), rejected (the node refused it), unknown (no answer, 429, 5xx)."}, []string{"result"})),
 		reposts: domain.Register(reg, prometheus.NewCounter(prometheus.CounterOpts{

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"maps"
 	"slices"
 	"time"
@@ -196,6 +197,14 @@ func (a *actor) pumpItems(ctx *actors.Context, m meta) error {
 		return err
 	}
 	if a.cfg.Gateway == nil || a.cfg.ItemSigner == nil || a.preparing || ctx.Now().Before(a.retryAt) {
+		return nil
+	}
+	if own := arweave.AddressOf(a.cfg.ItemSigner.Owner()); m.ItemSigner != "" && own != m.ItemSigner {
+		if !a.signerWarned {
+			a.signerWarned = true
+			slog.Error("chain: this node's item signer is not the chain's: nothing is signed here (give every node the same --chain-signer-key)",
+				"chain", ctx.ID(), "chain_signer", m.ItemSigner, "node_signer", own)
+		}
 		return nil
 	}
 	items, err := nextQueued(ctx, min(a.cfg.MaxUnconfirmed-int(m.Seq-m.ConfirmedSeq), prepareBatch))
@@ -413,6 +422,9 @@ func (a *actor) commitSigned(ctx *actors.Context, m meta, p prepared) (meta, err
 		m.Seq, m.TxID, m.CID, m.Queued, m.UpdatedAt = seq, id, v.CID, m.Queued-1, now
 		if s.Item != nil {
 			m.Mode = ModeBundle
+			if m.ItemSigner == "" {
+				m.ItemSigner = arweave.AddressOf(a.cfg.ItemSigner.Owner())
+			}
 			continue // posted in its bundle
 		}
 		if err := a.post(ctx, seq, &tx); err != nil {

@@ -34,7 +34,7 @@ func (a *actor) Activate(ctx *actors.Context) error {
 // pollWanted reports whether the chain has transactions to ask the gateway about: events not
 // confirmed, or in bundle mode bundles not final (a reorg may still drop them).
 func (a *actor) pollWanted(m meta) bool {
-	return m.Seq > m.ConfirmedSeq || (a.bundles(m) && m.FinalSeq < m.ConfirmedSeq)
+	return m.Seq > m.ConfirmedSeq || (a.bundles(m) && (m.FinalSeq < m.ConfirmedSeq || m.WatchFrom > 0))
 }
 
 // bundles reports whether the chain signs its events as data items in bundles: the node's

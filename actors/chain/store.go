@@ -53,10 +53,16 @@ type meta struct {
 	// until it is confirmed again.
 	FinalSeq  int64 `json:"final_seq,omitempty"`
 	ReorgFrom int64 `json:"reorg_from,omitempty"`
+	// WatchFrom is the first event of the lowest bundle whose replaced wrappers are still
+	// asked about (bundle mode; 0: none).
+	WatchFrom int64 `json:"watch_from,omitempty"`
 	// Mode is ModeBundle once the chain signed a data item: from then on it stays in bundles
 	// whatever the --chain-mode of the node leading it (the L1 mode could not go on from an
 	// item, nor bundle the items signed).
 	Mode string `json:"mode,omitempty"`
+	// ItemSigner is the address of the key that signs the chain's items (bundle mode): a
+	// chain has one, and a node with another signs none of its events.
+	ItemSigner string `json:"item_signer,omitempty"`
 }
 
 // version is one accepted (entity_id, ver).

@@ -211,7 +211,9 @@ func Verify(ctx context.Context, g Reader, head string, progress func(checked in
 }
 
 // findOrphans completes r, a walk that reached seq 1 through walked (transactions signed by
-// wallet), with the chain's mined transactions that it does not pass.
+// wallet), with the chain's mined transactions that it does not pass and that hold events up
+// to its head: those holding only later events are not the walk's business (a head that is
+// not the newest, or events mined since it was read).
 func findOrphans(ctx context.Context, l Lister, g Reader, r Report, chain string, wallet []byte, walked []string) Report {
 	listed, err := l.Transactions(ctx, arweave.AddressOf(wallet), map[string]string{"App-Name": "shardkeeper", "Chain": chain})
 	if err != nil {
@@ -222,31 +224,40 @@ func findOrphans(ctx context.Context, l Lister, g Reader, r Report, chain string
 	for _, id := range walked {
 		on[id] = true
 	}
+	type orphan struct {
+		id   string
+		seq  int64 // its first event (0: unreadable)
+		what string
+	}
+	var found []orphan
 	for _, t := range listed {
-		if t.Height >= 0 && !on[t.ID] {
-			r.Orphans = append(r.Orphans, t.ID)
+		if t.Height < 0 || on[t.ID] {
+			continue
 		}
+		o := orphan{id: t.ID, what: "an upload of the chain"}
+		if tx, err := readHeader(ctx, g, t.ID); err == nil {
+			tags := tagMap(tx.Tags)
+			if first := tags["First-Seq"]; first != "" {
+				o.what = fmt.Sprintf("a bundle of events %s to %s", first, tags["Last-Seq"])
+				o.seq, _ = strconv.ParseInt(first, 10, 64)
+			} else if s := tags["Seq"]; s != "" {
+				o.what = "an upload of event " + s
+				o.seq, _ = strconv.ParseInt(s, 10, 64)
+			}
+		}
+		if o.seq > r.Head.Seq {
+			continue // later than the head
+		}
+		found = append(found, o)
+		r.Orphans = append(r.Orphans, t.ID)
 	}
 	r.OrphanCheck = "ok"
-	if len(r.Orphans) == 0 {
+	if len(found) == 0 {
 		r.OK = true
 		return r
 	}
-	// The oldest orphan is named, with the events it claims to hold.
-	id := r.Orphans[len(r.Orphans)-1]
-	what := "an upload of the chain"
-	var seq int64
-	if tx, err := readHeader(ctx, g, id); err == nil {
-		tags := tagMap(tx.Tags)
-		if first := tags["First-Seq"]; first != "" {
-			what = fmt.Sprintf("a bundle of events %s to %s", first, tags["Last-Seq"])
-			seq, _ = strconv.ParseInt(first, 10, 64)
-		} else if s := tags["Seq"]; s != "" {
-			what = "an upload of event " + s
-			seq, _ = strconv.ParseInt(s, 10, 64)
-		}
-	}
-	r.FirstError = &Broken{Seq: seq, TxID: id, Reason: fmt.Sprintf("%s, mined, is off the walk from the head: an orphan or a fork (%d such)", what, len(r.Orphans))}
+	o := found[len(found)-1] // the oldest (the listing is newest first)
+	r.FirstError = &Broken{Seq: o.seq, TxID: o.id, Reason: fmt.Sprintf("%s, mined, is off the walk from the head: an orphan or a fork (%d such)", o.what, len(found))}
 	return r
 }
 
