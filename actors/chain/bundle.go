@@ -604,11 +604,15 @@ func (a *actor) pollBundles(ctx *actors.Context, m meta) error {
 			}
 		}
 	}
-	watched, _, err := a.watched(ctx, m)
+	watched, next, err := a.watched(ctx, m)
 	if err != nil {
 		return err
 	}
 	maps.Copy(ids, watched)
+	if next != m.WatchFrom {
+		m.WatchFrom = next
+		store(ctx, metaKey, m)
+	}
 	return a.startPoll(ctx, ids)
 }
 
@@ -700,11 +704,6 @@ func (a *actor) bundlesPolled(ctx *actors.Context, m meta, p polled) (meta, erro
 	}
 	slices.Sort(firsts)
 	slices.Reverse(firsts)
-	_, next, err := a.watched(ctx, m)
-	if err != nil {
-		return m, err
-	}
-	m.WatchFrom = next
 	reorged := false
 	mined := map[int64]bool{}
 	// First the confirmed ones: which did a reorg drop?
@@ -799,7 +798,9 @@ func (a *actor) settleReorg(ctx *actors.Context, m meta, bounded bool) (meta, er
 // (mined, by first event) ReorgDepth deep at height (at most finalizeBatch a message): no
 // reorg that deep is repaired.
 func (a *actor) finalize(ctx *actors.Context, m meta, height int64, mined map[int64]bool) (meta, error) {
-	kvs, err := ctx.List(actors.ListOptions{Start: bundleKey(m.FinalSeq + 1), End: bundleKey(m.ConfirmedSeq + 1), Limit: 16 * finalizeBatch})
+	// Bundles made final before bytes were kept past confirmation are skipped over, a few
+	// batches a poll; a chain finalizing as it goes stops at its first bundle.
+	kvs, err := ctx.List(actors.ListOptions{Start: bundleKey(m.FinalSeq + 1), End: bundleKey(m.ConfirmedSeq + 1), Limit: 4 * finalizeBatch})
 	if err != nil {
 		return m, err
 	}

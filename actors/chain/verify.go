@@ -99,9 +99,9 @@ type Broken struct {
 // the L1 mode until then: the walk goes on through the transactions of the events before it.
 //
 // Once the walk reached seq 1, a g that is also a Lister lists the L1 transactions of the
-// chain's wallet tagged with its name: one mined and not walked is an orphan, and fails the
-// verification. Those still pending are not (a replaced upload waits to expire); a gateway
-// that cannot list leaves OrphanCheck saying why.
+// chain's wallet tagged with its name: one mined, not walked, and holding an event up to the
+// head's is an orphan, and fails the verification (findOrphans). Those still pending are not
+// (the node watches a replaced one); a gateway that cannot list leaves OrphanCheck saying why.
 func Verify(ctx context.Context, g Reader, head string, progress func(checked int, a Attestation)) Report {
 	r := Report{Head: Ref{TxID: head}}
 	var (

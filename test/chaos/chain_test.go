@@ -137,7 +137,12 @@ func runChainScenario(t *testing.T, mode string, control func(c *cluster, h *cha
 	fake.SetFaults(fakearweave.Faults{Latency: 5 * time.Millisecond, DropAfterAccept: 0.2, TooMany: 0.05, EvictFromMempool: 0.05})
 	dir := t.TempDir()
 	wallet, token := filepath.Join(dir, "wallet.json"), filepath.Join(dir, "chain-token")
-	for path, b := range map[string][]byte{wallet: arweave.TestWalletJWK(t), token: []byte(chainToken)} {
+	keyFile := filepath.Join(dir, "signer.key") // the items' signer, in bundle mode
+	key, _, _, err := chain.NewSignerKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for path, b := range map[string][]byte{wallet: arweave.TestWalletJWK(t), token: []byte(chainToken), keyFile: []byte(key)} {
 		if err := os.WriteFile(path, b, 0o600); err != nil {
 			t.Fatal(err)
 		}
@@ -145,14 +150,6 @@ func runChainScenario(t *testing.T, mode string, control func(c *cluster, h *cha
 	flags := []string{"--arweave-gateway", gw.URL, "--arweave-wallet", wallet, "--chain-token-file", token,
 		"--chain-max-in-flight", "16", "--chain-poll-interval", "200ms", "--merge-delay", "2s", "--chain-mode", mode}
 	if mode == chain.ModeBundle {
-		key, _, _, err := chain.NewSignerKey()
-		if err != nil {
-			t.Fatal(err)
-		}
-		keyFile := filepath.Join(dir, "signer.key")
-		if err := os.WriteFile(keyFile, []byte(key), 0o600); err != nil {
-			t.Fatal(err)
-		}
 		flags = append(flags, "--chain-signer-key", keyFile, "--chain-bundle-interval", "300ms", "--chain-bundle-max-items", "8")
 	}
 	c := startClusterBinding(t, false, flags...)

@@ -59,7 +59,12 @@ func chainSurvivesKill(t *testing.T, mode string) {
 	walletFile := filepath.Join(dir, "wallet.json")
 	tokenFile := filepath.Join(dir, "chain.token")
 	token := strings.Repeat("c", 40)
-	for path, b := range map[string][]byte{walletFile: wallet, tokenFile: []byte(token)} {
+	keyFile := filepath.Join(dir, "signer.key") // the items' signer, in bundle mode
+	key, _, _, err := chain.NewSignerKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for path, b := range map[string][]byte{walletFile: wallet, tokenFile: []byte(token), keyFile: []byte(key)} {
 		if err := os.WriteFile(path, b, 0o600); err != nil {
 			t.Fatal(err)
 		}
@@ -67,14 +72,6 @@ func chainSurvivesKill(t *testing.T, mode string) {
 	flags := append(append([]string{}, fastFlags...), "--arweave-gateway", gateway, "--arweave-wallet", walletFile,
 		"--chain-token-file", tokenFile, "--chain-max-in-flight", "16", "--chain-poll-interval", "200ms", "--chain-mode", mode)
 	if mode == chain.ModeBundle {
-		key, _, _, err := chain.NewSignerKey()
-		if err != nil {
-			t.Fatal(err)
-		}
-		keyFile := filepath.Join(dir, "signer.key")
-		if err := os.WriteFile(keyFile, []byte(key), 0o600); err != nil {
-			t.Fatal(err)
-		}
 		flags = append(flags, "--chain-signer-key", keyFile, "--chain-bundle-interval", "200ms", "--chain-bundle-max-items", "30")
 	}
 	nodes := proc.StartCluster(t, proc.ClusterConfig{Bin: proc.Build(t, "./cmd/shardkeeper"), Command: []string{"serve"}, N: 3, TLSDir: filepath.Join(dir, "tls"), Flags: flags})
