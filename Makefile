@@ -146,7 +146,7 @@ ans104-crosscheck:
 .PHONY: arweave-crosscheck
 arweave-crosscheck:
 	cd test/fakearweave/crosscheck && npm ci
-	SHARDKEEPER_ARWEAVE_CROSSCHECK=1 $(GO) test -count=1 -run CrossCheck -v ./test/fakearweave
+	SHARDKEEPER_ARWEAVE_CROSSCHECK=1 $(GO) test -count=1 -run CrossCheck -v ./test/fakearweave ./actors/chain
 
 .PHONY: near-vectors
 near-vectors:

@@ -313,6 +313,7 @@ func (a *actor) bundleDone(ctx *actors.Context, m meta, r actors.EffectResult) e
 		if isFeeTooHigh(r.Err) {
 			a.cfg.Metrics.quoteRefused()
 		}
+		slog.Warn("chain: signing a bundle's wrapper failed; trying again", "chain", ctx.ID(), "error", r.Err)
 		a.dropQuote()
 		a.retryAt = ctx.Now().Add(a.cfg.PollInterval)
 		return ctx.SetAlarm("pump", a.retryAt)

@@ -326,6 +326,15 @@ func TestVerifyFindsOrphans(t *testing.T) {
 			if want := map[string]int{ModeL1: 5, ModeBundle: 3}[mode]; r.Transactions != want {
 				t.Errorf("walked %d transactions, want %d", r.Transactions, want)
 			}
+			// A gateway that ignores the listing's bundledIn filter lists the events' items
+			// too: they are on the walk, not orphans.
+			var items []arweave.Listed
+			for seq := int64(1); seq <= 5; seq++ {
+				items = append(items, arweave.Listed{ID: e.event("main", seq).TxID, Height: 1})
+			}
+			if r := Verify(ctx, listingItems{e.gw, items}, head, nil); !r.OK || len(r.Orphans) != 0 {
+				t.Fatalf("the events listed too: %+v %+v", r, r.FirstError)
+			}
 			// The upload holding event 3, signed again on the current anchor.
 			var of string
 			if mode == ModeBundle {
@@ -363,6 +372,18 @@ func TestVerifyFindsOrphans(t *testing.T) {
 			t.Logf("%s", r.FirstError.Reason)
 		})
 	}
+}
+
+// listingItems lists what the gateway lists, and items: a gateway that does not honour the
+// listing's bundledIn filter (arlocal) lists the wallet's data items with its transactions.
+type listingItems struct {
+	*arweave.Client
+	items []arweave.Listed
+}
+
+func (l listingItems) Transactions(ctx context.Context, address string, tags map[string]string) ([]arweave.Listed, error) {
+	ls, err := l.Client.Transactions(ctx, address, tags)
+	return append(ls, l.items...), err
 }
 
 // A chain switched from the L1 mode to bundles (the node restarted in bundle mode) goes on

@@ -113,7 +113,10 @@ func Verify(ctx context.Context, g Reader, head string, progress func(checked in
 		leaves  []tlog.Hash // from the head down
 		// walkedTx are the L1 transactions walked, from the head down; wallet signed them.
 		walkedTx []string
-		wallet   []byte
+		// walkedIDs are the events walked: their items' ids in bundle mode. A gateway that
+		// does not honour the listing's bundledIn filter lists items too (arlocal does so).
+		walkedIDs []string
+		wallet    []byte
 	)
 	broken := func(seq int64, format string, args ...any) Report {
 		r.FirstError = &Broken{Seq: max(seq, 0), TxID: id, Reason: fmt.Sprintf(format, args...)}
@@ -146,6 +149,7 @@ func Verify(ctx context.Context, g Reader, head string, progress func(checked in
 		if len(walkedTx) == 0 || walkedTx[len(walkedTx)-1] != ev.tx {
 			walkedTx = append(walkedTx, ev.tx)
 		}
+		walkedIDs = append(walkedIDs, id)
 		data, tx := ev.data, ev
 		a, manifest, err := ParsePayload(data)
 		if err != nil {
@@ -198,7 +202,7 @@ func Verify(ctx context.Context, g Reader, head string, progress func(checked in
 			}
 			r.Transactions = len(walkedTx)
 			if l, ok := g.(Lister); ok {
-				return findOrphans(ctx, l, g, r, chain, wallet, walkedTx)
+				return findOrphans(ctx, l, g, r, chain, wallet, append(walkedTx, walkedIDs...))
 			}
 			r.OK, r.OrphanCheck = true, "not looked for: the reader lists no transactions"
 			return r
@@ -210,10 +214,10 @@ func Verify(ctx context.Context, g Reader, head string, progress func(checked in
 	}
 }
 
-// findOrphans completes r, a walk that reached seq 1 through walked (transactions signed by
-// wallet), with the chain's mined transactions that it does not pass and that hold events up
-// to its head: those holding only later events are not the walk's business (a head that is
-// not the newest, or events mined since it was read).
+// findOrphans completes r, a walk that reached seq 1 through walked (the transactions signed
+// by wallet, and the events' own ids), with the chain's mined transactions that it does not
+// pass and that hold events up to its head: those holding only later events are not the
+// walk's business (a head that is not the newest, or events mined since it was read).
 func findOrphans(ctx context.Context, l Lister, g Reader, r Report, chain string, wallet []byte, walked []string) Report {
 	listed, err := l.Transactions(ctx, arweave.AddressOf(wallet), map[string]string{"App-Name": "shardkeeper", "Chain": chain})
 	if err != nil {

@@ -24,6 +24,7 @@ const cfsPeriodUS = 10000
 type cpuCaps struct {
 	dir    string
 	capPct int
+	nodes  int
 }
 
 // newCPUCaps creates the parent cgroup; an error means the caps cannot be applied here (not
@@ -56,6 +57,15 @@ func (c *cpuCaps) apply(name string, pid int) error {
 		if err := os.WriteFile(filepath.Join(dir, w.file), []byte(w.value), 0o644); err != nil {
 			return fmt.Errorf("cgroup %s: write %s: %w", dir, w.file, err)
 		}
+	}
+	// The parent weighs as much as its nodes would as processes of their own: under
+	// contention CFS shares the machine between the parent and the load generator's threads
+	// by weight, and a parent of the default weight would leave nine nodes together the
+	// share of one process, below their caps, where machines of their own would not.
+	c.nodes++
+	shares := strconv.Itoa(min(1024*c.nodes, 262144))
+	if err := os.WriteFile(filepath.Join(c.dir, "cpu.shares"), []byte(shares), 0o644); err != nil {
+		return fmt.Errorf("cgroup %s: write cpu.shares: %w", c.dir, err)
 	}
 	return nil
 }

@@ -45,33 +45,39 @@ func selfCPU() (time.Duration, bool) {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()), true
 }
 
-// machineCPU is the CPU time all CPUs of the machine have spent so far, and the part of it
-// spent idle (idle and iowait), from /proc/stat.
-func machineCPU() (total, idle time.Duration, ok bool) {
+// machineCPU is the CPU time all CPUs of the machine have spent so far, the part of it spent
+// idle (idle and iowait), and the part the hypervisor gave to other guests (steal), from
+// /proc/stat. Steal is time this machine wanted a CPU and did not get one: on a shared host it
+// moves every figure from one run to the next.
+func machineCPU() (machineTime, bool) {
 	b, err := os.ReadFile("/proc/stat")
 	if err != nil {
-		return 0, 0, false
+		return machineTime{}, false
 	}
 	line, _, _ := strings.Cut(string(b), "\n")
 	f := strings.Fields(line)
 	if len(f) < 6 || f[0] != "cpu" {
-		return 0, 0, false
+		return machineTime{}, false
 	}
-	var ticks int64
+	var m machineTime
 	for i, v := range f[1:] {
 		n, err := strconv.ParseInt(v, 10, 64)
 		if err != nil {
-			return 0, 0, false
+			return machineTime{}, false
 		}
 		if i >= 8 { // guest and guest_nice are already counted in user and nice
 			break
 		}
-		ticks += n
-		if i == 3 || i == 4 { // idle, iowait
-			idle += time.Duration(n) * time.Second / clockTicks
+		d := time.Duration(n) * time.Second / clockTicks
+		m.total += d
+		switch i {
+		case 3, 4: // idle, iowait
+			m.idle += d
+		case 7:
+			m.steal += d
 		}
 	}
-	return time.Duration(ticks) * time.Second / clockTicks, idle, true
+	return m, true
 }
 
 // loadAverage is the one-minute load average.

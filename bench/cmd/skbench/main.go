@@ -94,6 +94,7 @@ type options struct {
 	scaleClients  []int // clients per node
 	scaleRounds   int
 	scaleLeadWait time.Duration
+	scalePreload  time.Duration
 	cpuCap        int // % of one core per node; 0: uncapped
 }
 
@@ -164,6 +165,7 @@ func parseFlags(args []string) (options, error) {
 	scale := fs.String("scale", "", "run the scale-out benchmark instead: comma-separated cluster sizes, grown online from the first (e.g. 3,6,9)")
 	scaleClients := fs.String("scale-clients", "128,256", "with --scale: comma-separated client counts per node; the best is reported")
 	fs.IntVar(&o.scaleRounds, "scale-rounds", 3, "with --scale: rounds (each grows a fresh cluster); medians are reported")
+	fs.DurationVar(&o.scalePreload, "scale-preload", 30*time.Second, "with --scale: how long each round's first cluster runs the workload, unmeasured, before it is measured (0: not at all)")
 	fs.DurationVar(&o.scaleLeadWait, "scale-lead-wait", 3*time.Minute, "with --scale: how long to wait, after growing, for every node to lead a Raft group before measuring anyway")
 	fs.IntVar(&o.cpuCap, "cpu-cap", 15, "with --scale: % of one core each node may use (a cgroup; needs root and the cgroup v1 cpu controller); 0: uncapped")
 	if err := fs.Parse(args); err != nil {
@@ -475,14 +477,19 @@ type cpuMeter struct {
 	ps                          []*process
 	start                       time.Time
 	server, self                time.Duration
-	total, idle                 time.Duration
+	machine                     machineTime
 	serverOK, selfOK, machineOK bool
 }
+
+// machineTime is the machine's CPU time so far (all CPUs), and the parts of it spent idle and
+// stolen by the hypervisor.
+type machineTime struct{ total, idle, steal time.Duration }
 
 // usage is what a cpuMeter measured over one run; a field whose ok flag is false was not.
 type usage struct {
 	serverCores, genCores float64 // CPU time per wall-clock second: the server's, the load generator's
 	idle                  float64 // share of the machine's CPU time left idle (iowait included)
+	steal                 float64 // share of the machine's CPU time the hypervisor gave to others
 	servers               int     // server processes measured
 	serverOK, genOK       bool
 	idleOK                bool
@@ -505,7 +512,7 @@ func startCPUMeter(ps []*process) *cpuMeter {
 	m := &cpuMeter{ps: ps, start: time.Now()}
 	m.server, m.serverOK = serverCPU(ps)
 	m.self, m.selfOK = selfCPU()
-	m.total, m.idle, m.machineOK = machineCPU()
+	m.machine, m.machineOK = machineCPU()
 	return m
 }
 
@@ -519,8 +526,9 @@ func (m *cpuMeter) stop() usage {
 	if now, ok := selfCPU(); ok && m.selfOK {
 		u.genCores, u.genOK = (now-m.self).Seconds()/wall, true
 	}
-	if total, idle, ok := machineCPU(); ok && m.machineOK && total > m.total {
-		u.idle, u.idleOK = float64(idle-m.idle)/float64(total-m.total), true
+	if now, ok := machineCPU(); ok && m.machineOK && now.total > m.machine.total {
+		total := float64(now.total - m.machine.total)
+		u.idle, u.steal, u.idleOK = float64(now.idle-m.machine.idle)/total, float64(now.steal-m.machine.steal)/total, true
 	}
 	return u
 }
@@ -541,6 +549,9 @@ func (u usage) String() string {
 	}
 	if u.idleOK {
 		parts = append(parts, fmt.Sprintf("machine %.0f%% idle", 100*u.idle))
+		if u.steal >= 0.005 {
+			parts = append(parts, fmt.Sprintf("%.0f%% stolen by the host", 100*u.steal))
+		}
 	}
 	if avg, ok := loadAverage(); ok {
 		parts = append(parts, fmt.Sprintf("load average %.1f on %d CPUs", avg, runtime.NumCPU()))

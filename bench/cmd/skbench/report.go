@@ -37,6 +37,9 @@ type row struct {
 	ClientCPUms float64 `json:"client_cpu_ms_per_op,omitempty"`
 	// IdlePct is the share of the machine's CPU left idle during the run (nil: not measured).
 	IdlePct *float64 `json:"machine_idle_pct,omitempty"`
+	// StealPct is the share of the machine's CPU the hypervisor gave to other guests during
+	// the run (nil: not measured).
+	StealPct *float64 `json:"machine_steal_pct,omitempty"`
 
 	errors map[string]int // failed operations by class (not in the file)
 }
@@ -68,7 +71,8 @@ func (r row) withUsage(u usage) row {
 	r.ServerCPUms, r.ClientCPUms = perOp(u.serverOK, u.serverCores), perOp(u.genOK, u.genCores)
 	if u.idleOK {
 		idle := math.Round(u.idle*1000) / 10
-		r.IdlePct = &idle
+		steal := math.Round(u.steal*1000) / 10
+		r.IdlePct, r.StealPct = &idle, &steal
 	}
 	return r
 }

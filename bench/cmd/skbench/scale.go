@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -133,8 +134,19 @@ func scaleRound(ctx context.Context, o options, dir string, caps *cpuCaps, round
 		} else {
 			logf("round %d: %d nodes, %d of them lead a Raft group after %v", round, size, leaders, o.scaleLeadWait)
 		}
+		if size == first && o.scalePreload > 0 {
+			if err := preload(ctx, o, nodes, slices.Max(o.scaleClients)*size); err != nil {
+				return results, err
+			}
+		}
+		// The modes take turns at going first: a run leaves data behind whose flushes and
+		// compactions the next run pays for.
+		modes := []scaleMode{modeEveryNode, modeRouting}
+		if round%2 == 0 {
+			slices.Reverse(modes)
+		}
 		for _, perNode := range o.scaleClients {
-			for _, mode := range []scaleMode{modeEveryNode, modeRouting} {
+			for _, mode := range modes {
 				r, err := measureScale(ctx, o, round, nodes, caps, mode, perNode*size)
 				if err != nil {
 					return results, err
@@ -225,7 +237,7 @@ func waitLeaders(ctx context.Context, urls []string, n int, wait time.Duration) 
 				shape, since = now, time.Now()
 			}
 			if leadAfter >= 0 && time.Since(since) >= settleFor {
-				logf("the cluster settled %v after all were ready", time.Since(start).Round(100*time.Millisecond))
+				logf("the cluster settled %v after all were ready; %s", time.Since(start).Round(100*time.Millisecond), layout(rt, st))
 				return leaders, leadAfter
 			}
 		}
@@ -255,13 +267,43 @@ func clusterShape(rt *client.Routes, st *client.ClusterStatus) string {
 	return b.String()
 }
 
-// measureScale runs the oracle workload with clients clients in mode, and reads how much the
-// nodes were throttled meanwhile.
-func measureScale(ctx context.Context, o options, round int, nodes []*scaleNode, caps *cpuCaps, mode scaleMode, clients int) (scaleResult, error) {
-	var urls []string
-	for _, n := range nodes {
-		urls = append(urls, n.url)
+// layout says, per node, the groups and partitions it leads and the groups it is a voter of:
+// in a closed loop the busiest node sets everyone's pace.
+func layout(rt *client.Routes, st *client.ClusterStatus) string {
+	type load struct{ groups, partitions, voter int }
+	by := map[string]*load{}
+	node := func(id string) *load {
+		if by[id] == nil {
+			by[id] = &load{}
+		}
+		return by[id]
 	}
+	for _, g := range rt.Groups {
+		if g.Leader != "" {
+			node(g.Leader).groups++
+			node(g.Leader).partitions += int(g.End - g.First)
+		}
+	}
+	seen := map[uint32]bool{}
+	for _, p := range st.Partitions {
+		if !seen[p.Group] {
+			seen[p.Group] = true
+			for _, v := range p.Voters {
+				node(v).voter++
+			}
+		}
+	}
+	ids := slices.Sorted(maps.Keys(by))
+	parts := make([]string, len(ids))
+	for i, id := range ids {
+		l := by[id]
+		parts[i] = fmt.Sprintf("%s leads %d (%d partitions), votes in %d", id, l.groups, l.partitions, l.voter)
+	}
+	return "groups per node: " + strings.Join(parts, "; ")
+}
+
+// scaleClient is the load generator's client for clients clients in mode.
+func scaleClient(ctx context.Context, urls []string, mode scaleMode, clients int) (*client.Client, error) {
 	tr := &httpconn.Transport{MaxIdlePerHost: 2 * clients, DialTimeout: 5 * time.Second, IdleTimeout: 90 * time.Second}
 	opts := []client.Option{client.WithRetryPolicy(client.NoRetry), client.WithHTTPClient(&http.Client{Transport: tr})}
 	if mode == modeRouting {
@@ -269,19 +311,49 @@ func measureScale(ctx context.Context, o options, round int, nodes []*scaleNode,
 	}
 	c, err := client.New(urls, opts...)
 	if err != nil {
-		return scaleResult{}, err
+		return nil, err
 	}
 	if mode == modeRouting {
 		if err := c.RefreshRoutes(ctx); err != nil {
-			return scaleResult{}, fmt.Errorf("routing table: %w", err)
+			return nil, fmt.Errorf("routing table: %w", err)
 		}
 	}
-	type mark struct{ periods, throttled int64 }
-	before := map[string]mark{}
+	return c, nil
+}
+
+// preload runs the workload unmeasured on a freshly started cluster for o.scalePreload, so
+// that its first measurement, like every later one, sees a store that has flushed and
+// compacted: a fresh store's first seconds cost less per pair than any after them.
+func preload(ctx context.Context, o options, nodes []*scaleNode, clients int) error {
+	urls := make([]string, len(nodes))
+	for i, n := range nodes {
+		urls[i] = n.url
+	}
+	c, err := scaleClient(ctx, urls, modeEveryNode, clients)
+	if err != nil {
+		return err
+	}
+	logf("oracle on %d nodes, %d clients, unmeasured for %v: the store reaches its steady state", len(nodes), clients, o.scalePreload)
+	load.Run(ctx, load.Config{Duration: o.scalePreload, OpTimeout: opTimeout, Classify: workload.Classify}, workload.OracleOps(c, clients))
+	return ctx.Err()
+}
+
+// measureScale runs the oracle workload with clients clients in mode, and reads how much the
+// nodes were throttled meanwhile.
+func measureScale(ctx context.Context, o options, round int, nodes []*scaleNode, caps *cpuCaps, mode scaleMode, clients int) (scaleResult, error) {
+	var urls []string
+	for _, n := range nodes {
+		urls = append(urls, n.url)
+	}
+	c, err := scaleClient(ctx, urls, mode, clients)
+	if err != nil {
+		return scaleResult{}, err
+	}
+	before := map[string]throttleMark{}
 	if caps != nil {
 		for _, n := range nodes {
 			p, t := caps.throttled(n.id)
-			before[n.id] = mark{p, t}
+			before[n.id] = throttleMark{p, t}
 		}
 	}
 	logf("oracle on %d nodes, %s, %d clients: %v warm-up + %v", len(nodes), mode, clients, o.warmup, o.duration)
@@ -342,6 +414,7 @@ func measureScale(ctx context.Context, o options, round int, nodes []*scaleNode,
 		}
 		r.throttled = sum / float64(len(nodes))
 	}
+	logNodes(o, nodes, caps, before, commits)
 	logf("  → %.0f pairs/s, p99 %.1f ms, %d errors%s, nodes throttled in %.0f%% of periods%s", r.pairsPerS, r.p99ms, r.errors, errorClasses(res.Errors), 100*r.throttled, u)
 	if u.serverOK && r.pairsPerS > 0 {
 		logf("    %.0f µs of node CPU per pair; %s", 1e6*u.serverCores/r.pairsPerS, commits)
@@ -452,11 +525,25 @@ func errorClasses(errs map[string]int) string {
 }
 
 // commitTotals sums, over the nodes, the shardkeeper_commit_messages histogram: Raft commands
-// proposed and the messages whose writes they carried.
-type commitTotals struct{ commands, messages float64 }
+// proposed and the messages whose writes they carried; perNode keeps each node's own commands
+// and HTTP requests answered, to show whether one node sets the pace.
+type commitTotals struct {
+	commands, messages float64
+	perNode            []nodeTotals
+}
+
+type nodeTotals struct{ commands, requests float64 }
 
 func (a commitTotals) minus(b commitTotals) commitTotals {
-	return commitTotals{a.commands - b.commands, a.messages - b.messages}
+	d := commitTotals{commands: a.commands - b.commands, messages: a.messages - b.messages}
+	for i, n := range a.perNode {
+		if i < len(b.perNode) {
+			n.commands -= b.perNode[i].commands
+			n.requests -= b.perNode[i].requests
+		}
+		d.perNode = append(d.perNode, n)
+	}
+	return d
 }
 
 func (a commitTotals) String() string {
@@ -470,6 +557,7 @@ func (a commitTotals) String() string {
 func commitSums(ctx context.Context, nodes []*scaleNode) commitTotals {
 	var t commitTotals
 	for _, n := range nodes {
+		var own nodeTotals
 		cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 		req, err := http.NewRequestWithContext(cctx, http.MethodGet, n.url+"/metrics", nil)
 		if err == nil {
@@ -486,16 +574,44 @@ func commitSums(ctx context.Context, nodes []*scaleNode) commitTotals {
 					if err != nil {
 						continue
 					}
-					switch name {
-					case "shardkeeper_commit_messages_count":
+					switch {
+					case name == "shardkeeper_commit_messages_count":
 						t.commands += v
-					case "shardkeeper_commit_messages_sum":
+						own.commands += v
+					case name == "shardkeeper_commit_messages_sum":
 						t.messages += v
+					case strings.HasPrefix(name, "shardkeeper_http_requests_total{") && strings.Contains(name, `route="/v1/nonces`):
+						own.requests += v
 					}
 				}
 			}
 		}
 		cancel()
+		t.perNode = append(t.perNode, own)
 	}
 	return t
+}
+
+type throttleMark struct{ periods, throttled int64 }
+
+// logNodes logs, per node, the share of the cap's periods it was throttled in, the nonce
+// requests it answered and the Raft commands it proposed over the measured time: in a closed
+// loop the busiest node sets everyone's pace, which the cluster's averages hide.
+func logNodes(o options, nodes []*scaleNode, caps *cpuCaps, before map[string]throttleMark, commits commitTotals) {
+	secs := o.duration.Seconds()
+	parts := make([]string, 0, len(nodes))
+	for i, n := range nodes {
+		part := n.id
+		if caps != nil {
+			p, t := caps.throttled(n.id)
+			if dp := p - before[n.id].periods; dp > 0 {
+				part += fmt.Sprintf(" %.0f%%", 100*float64(t-before[n.id].throttled)/float64(dp))
+			}
+		}
+		if i < len(commits.perNode) && secs > 0 {
+			part += fmt.Sprintf(" %.0f req/s %.0f cmd/s", commits.perNode[i].requests/secs, commits.perNode[i].commands/secs)
+		}
+		parts = append(parts, part)
+	}
+	logf("    per node (throttled, nonce requests answered, Raft commands proposed): %s", strings.Join(parts, "; "))
 }
