@@ -165,7 +165,7 @@ func parseFlags(args []string) (options, error) {
 	scale := fs.String("scale", "", "run the scale-out benchmark instead: comma-separated cluster sizes, grown online from the first (e.g. 3,6,9)")
 	scaleClients := fs.String("scale-clients", "128,256", "with --scale: comma-separated client counts per node; the best is reported")
 	fs.IntVar(&o.scaleRounds, "scale-rounds", 3, "with --scale: rounds (each grows a fresh cluster); medians are reported")
-	fs.DurationVar(&o.scalePreload, "scale-preload", 30*time.Second, "with --scale: how long each round's first cluster runs the workload, unmeasured, before it is measured (0: not at all)")
+	fs.DurationVar(&o.scalePreload, "scale-preload", 30*time.Second, "with --scale: how long the workload runs, unmeasured, before each size is measured (0: not at all)")
 	fs.DurationVar(&o.scaleLeadWait, "scale-lead-wait", 3*time.Minute, "with --scale: how long to wait, after growing, for every node to lead a Raft group before measuring anyway")
 	fs.IntVar(&o.cpuCap, "cpu-cap", 15, "with --scale: % of one core each node may use (a cgroup; needs root and the cgroup v1 cpu controller); 0: uncapped")
 	if err := fs.Parse(args); err != nil {

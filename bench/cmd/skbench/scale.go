@@ -134,7 +134,7 @@ func scaleRound(ctx context.Context, o options, dir string, caps *cpuCaps, round
 		} else {
 			logf("round %d: %d nodes, %d of them lead a Raft group after %v", round, size, leaders, o.scaleLeadWait)
 		}
-		if size == first && o.scalePreload > 0 {
+		if o.scalePreload > 0 {
 			if err := preload(ctx, o, nodes, slices.Max(o.scaleClients)*size); err != nil {
 				return results, err
 			}
@@ -321,9 +321,10 @@ func scaleClient(ctx context.Context, urls []string, mode scaleMode, clients int
 	return c, nil
 }
 
-// preload runs the workload unmeasured on a freshly started cluster for o.scalePreload, so
-// that its first measurement, like every later one, sees a store that has flushed and
-// compacted: a fresh store's first seconds cost less per pair than any after them.
+// preload runs the workload unmeasured for o.scalePreload before a size is measured, so that
+// every size is measured with its stores in their steady state: a fresh store's first
+// seconds, and those of a node that has just taken its replicas by snapshot, cost less per
+// pair than any after them, until memtables flush and compactions follow.
 func preload(ctx context.Context, o options, nodes []*scaleNode, clients int) error {
 	urls := make([]string, len(nodes))
 	for i, n := range nodes {
@@ -333,7 +334,7 @@ func preload(ctx context.Context, o options, nodes []*scaleNode, clients int) er
 	if err != nil {
 		return err
 	}
-	logf("oracle on %d nodes, %d clients, unmeasured for %v: the store reaches its steady state", len(nodes), clients, o.scalePreload)
+	logf("oracle on %d nodes, %d clients, unmeasured for %v: the stores reach their steady state", len(nodes), clients, o.scalePreload)
 	load.Run(ctx, load.Config{Duration: o.scalePreload, OpTimeout: opTimeout, Classify: workload.Classify}, workload.OracleOps(c, clients))
 	return ctx.Err()
 }
