@@ -235,22 +235,16 @@ func BearerCheck(token string) func(*http.Request) bool {
 	}
 }
 
-// Caller sends requests to actors: the actor runtime on this node (and, with clustering,
-// the router that forwards to the partition's leader).
-type Caller interface {
-	Call(ctx context.Context, kind, id string, req actors.Request) ([]byte, error)
-}
-
-// LocalCaller is a Caller that can also tell whether an actor runs on this node (its
+// LocalCaller is an actors.Caller that can also tell whether an actor runs on this node (its
 // partition is led here), so that work free to pick its actor can avoid a network hop.
 type LocalCaller interface {
-	Caller
+	actors.Caller
 	Local(kind, id string) bool
 }
 
 // CallJSON marshals in as the request body, calls the actor with the request deadline and
 // unmarshals the reply into out (when out is non-nil).
-func CallJSON(ctx context.Context, c Caller, timeout time.Duration, kind, id, method string, in, out any) error {
+func CallJSON(ctx context.Context, c actors.Caller, timeout time.Duration, kind, id, method string, in, out any) error {
 	reply, err := CallRaw(ctx, c, timeout, kind, id, method, in)
 	if err != nil || out == nil {
 		return err
@@ -261,7 +255,7 @@ func CallJSON(ctx context.Context, c Caller, timeout time.Duration, kind, id, me
 // CallRaw is CallJSON returning the reply's JSON undecoded, for handlers whose response body
 // is the actor's reply as it stands (see WriteRawJSON): decoding and encoding it again was a
 // tenth of the API's CPU on the nonce path.
-func CallRaw(ctx context.Context, c Caller, timeout time.Duration, kind, id, method string, in any) ([]byte, error) {
+func CallRaw(ctx context.Context, c actors.Caller, timeout time.Duration, kind, id, method string, in any) ([]byte, error) {
 	body, err := json.Marshal(in)
 	if err != nil {
 		return nil, err
@@ -279,15 +273,15 @@ func CallRaw(ctx context.Context, c Caller, timeout time.Duration, kind, id, met
 // written as itself).
 var invalidUTF8 = []byte(`\ufffd`)
 
-// LateCaller is a Caller whose target is set later: actor kinds are built before the router
+// LateCaller is an actors.Caller whose target is set later: actor kinds are built before the router
 // that reaches the cluster exists, and their effects call through this. Before Set, calls
 // fail with actors.ErrUnavailable.
-type LateCaller struct{ c atomic.Pointer[Caller] }
+type LateCaller struct{ c atomic.Pointer[actors.Caller] }
 
 // Set makes calls go to c.
-func (l *LateCaller) Set(c Caller) { l.c.Store(&c) }
+func (l *LateCaller) Set(c actors.Caller) { l.c.Store(&c) }
 
-// Call implements Caller.
+// Call implements actors.Caller.
 func (l *LateCaller) Call(ctx context.Context, kind, id string, req actors.Request) ([]byte, error) {
 	c := l.c.Load()
 	if c == nil {

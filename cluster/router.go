@@ -35,18 +35,13 @@ type liveMembers interface {
 	Alive() []NodeMeta
 }
 
-// localCaller runs requests on the actors of this node (the actor runtime).
-type localCaller interface {
-	Call(ctx context.Context, kind, id string, req actors.Request) ([]byte, error)
-}
-
 // RouterConfig configures request routing.
 type RouterConfig struct {
 	// Self is this node's Raft server id.
 	Self       string
 	Partitions partitionView
 	Members    liveMembers
-	Runtime    localCaller
+	Runtime    actors.Caller
 	System     *actor.ActorSystem
 	Replicas   int
 	// RequestTimeout is the deadline of a call whose context has none.
@@ -137,7 +132,7 @@ func (r *Router) Local(kind, id string) bool {
 	return r.cfg.Partitions.IsLeader(actors.PartitionOf(kind, id, r.cfg.Partitions.Partitions()))
 }
 
-// Call runs req on actor (kind, id) wherever its partition is led. It satisfies api.Caller.
+// Call runs req on actor (kind, id) wherever its partition is led. It satisfies actors.Caller.
 // A request refused without effect (actors.ErrNotApplied: leadership moved before it ran) is
 // sent again, to the new leader, until the deadline; one whose outcome is unknown never is.
 func (r *Router) Call(ctx context.Context, kind, id string, req actors.Request) ([]byte, error) {

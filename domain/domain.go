@@ -48,7 +48,7 @@ type Env struct {
 	// Caller reaches any actor of the cluster once the node serves: for effects and HTTP
 	// routes, never from an actor's handler (a handler waiting on another actor holds its
 	// mailbox). Nil in tests of kinds alone.
-	Caller api.Caller
+	Caller actors.Caller
 	// Registerer takes the domain's own metrics (the node's /metrics). Domain.Kinds is called
 	// once per node; Kinds gives a registry of its own when nil.
 	Registerer prometheus.Registerer
@@ -86,7 +86,7 @@ func Routes(ds []Domain, env Env, cfg config.Config) []api.Route {
 // GET /openapi.yaml) and every domain's routes, with every domain's error codes known to
 // api.WriteError. Two domains answering one code with different statuses, or registering
 // conflicting routes, are errors naming the domain.
-func NewMux(view api.ClusterView, reg *prometheus.Registry, ds []Domain, caller api.Caller, cfg config.Config) (*Mux, error) {
+func NewMux(view api.ClusterView, reg *prometheus.Registry, ds []Domain, caller actors.Caller, cfg config.Config) (*Mux, error) {
 	mux := &Mux{ServeMux: http.NewServeMux(), operator: map[string]bool{}}
 	api.RegisterOps(mux.ServeMux, view, reg, cfg.AdminToken)
 	env := Env{Caller: caller, Registerer: reg}

@@ -15,7 +15,7 @@ import (
 )
 
 type server struct {
-	caller api.Caller
+	caller actors.Caller
 	cfg    config.Config
 	names  *kit.Enroller // chain names, bounded by --max-registries
 }

@@ -18,7 +18,7 @@ const defaultRegistry = "default"
 // Requests are validated here, so that a malformed one never reaches the actor (which
 // validates again).
 type server struct {
-	caller api.Caller
+	caller actors.Caller
 	cfg    config.Config
 	names  *kit.Enroller            // registry names, bounded by --max-registries
 	admin  func(*http.Request) bool // whether a request carries the admin token

@@ -59,16 +59,11 @@ func (names) Receive(ctx *actors.Context, req actors.Request) ([]byte, error) {
 	return []byte("{}"), nil
 }
 
-// Caller sends a request to an actor (api.Caller).
-type Caller interface {
-	Call(ctx context.Context, kind, id string, req actors.Request) ([]byte, error)
-}
-
 // Enroller enrolls names of one namespace before they are written to. Names it saw enrolled
 // are remembered (up to enrollerMemory) so that writes to them skip the call. Safe for
 // concurrent use.
 type Enroller struct {
-	Caller Caller
+	Caller actors.Caller
 	// Kind is the names kind (NamesKind), Namespace its actor, What the names' plural for
 	// messages.
 	Kind, Namespace, What string

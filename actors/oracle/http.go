@@ -17,7 +17,7 @@ import (
 // KindName: an issue goes to a random shard and a nonce names its shard, so a consume or read
 // goes straight to it.
 type server struct {
-	caller api.Caller
+	caller actors.Caller
 	cfg    config.Config
 }
 

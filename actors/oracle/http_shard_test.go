@@ -8,7 +8,6 @@ import (
 	"testing"
 
 	"github.com/shardkeeper/shardkeeper/actors"
-	"github.com/shardkeeper/shardkeeper/api"
 	"github.com/shardkeeper/shardkeeper/config"
 )
 
@@ -28,7 +27,7 @@ type localRecorder struct{ *shardRecorder }
 
 func (c localRecorder) Local(kind, id string) bool { return c.local(id) }
 
-func issueMany(t *testing.T, c api.Caller, n int) {
+func issueMany(t *testing.T, c actors.Caller, n int) {
 	t.Helper()
 	s := &server{caller: c, cfg: config.Default()}
 	for range n {

@@ -21,7 +21,7 @@ const MaxWait = api.MaxWait
 // in the index (claim) before it submits there; a read looks it up first, so a repeat reaches
 // its record whatever the keys are now.
 type server struct {
-	caller  api.Caller
+	caller  actors.Caller
 	timeout time.Duration
 	keys    *Keys   // the keys loaded at start: who signs
 	access  *access // the policies and account tokens in force: who may ask what
@@ -45,7 +45,7 @@ func routes(env domain.Env, cfg config.Config) []api.Route {
 
 // newServer serves keys, whose policies stay as loaded (routes gives it the reloading rules
 // of the keys file, the relayer token and metrics).
-func newServer(caller api.Caller, timeout time.Duration, keys *Keys) *server {
+func newServer(caller actors.Caller, timeout time.Duration, keys *Keys) *server {
 	return &server{caller: caller, timeout: timeout, keys: keys, access: newAccess("", keys), retention: DefaultRetention}
 }
 

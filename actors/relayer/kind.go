@@ -78,7 +78,7 @@ type Config struct {
 	RPC  RPC
 	// Caller reaches the other actors of the relayer (from effects only; see move.go). Nil
 	// (a key tested alone): queued intents of a removed key stay, and no index is kept.
-	Caller Caller
+	Caller actors.Caller
 	// MaxQueued bounds the accepted, unsigned intents of one key: more are queue_full.
 	MaxQueued int
 	// MaxInFlight bounds the signed, non-terminal transactions of one key.
@@ -135,11 +135,6 @@ func (c Config) withDefaults() Config {
 		}
 	}
 	return c
-}
-
-// Caller sends a message to any actor of the cluster (api.Caller is one).
-type Caller interface {
-	Call(ctx context.Context, kind, id string, req actors.Request) ([]byte, error)
 }
 
 // Kind is the access-key actor kind.

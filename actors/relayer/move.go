@@ -191,7 +191,7 @@ func (a *keyActor) onForget(ctx *actors.Context, res actors.EffectResult) error 
 }
 
 // callJSON calls an actor with JSON in and out (out may be nil).
-func callJSON(ctx context.Context, c Caller, kind, id, method string, in, out any) error {
+func callJSON(ctx context.Context, c actors.Caller, kind, id, method string, in, out any) error {
 	body, err := json.Marshal(in)
 	if err != nil {
 		return err

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"net/http"
 
+	"github.com/shardkeeper/shardkeeper/actors"
 	"github.com/shardkeeper/shardkeeper/actors/kit"
 	"github.com/shardkeeper/shardkeeper/api"
 	"github.com/shardkeeper/shardkeeper/config"
@@ -16,7 +17,7 @@ const defaultRegistry = "default"
 
 // server answers the registry's HTTP routes: one actor of kind KindName per registry name.
 type server struct {
-	caller api.Caller
+	caller actors.Caller
 	cfg    config.Config
 	names  *kit.Enroller // registry names, bounded by --max-registries
 }
