@@ -313,10 +313,17 @@ func (a *actor) bundleDone(ctx *actors.Context, m meta, r actors.EffectResult) e
 		if isFeeTooHigh(r.Err) {
 			a.cfg.Metrics.quoteRefused()
 		}
-		slog.Warn("chain: signing a bundle's wrapper failed; trying again", "chain", ctx.ID(), "error", r.Err)
+		if cause := r.Err.Error(); cause != a.bundleFailure {
+			a.bundleFailure = cause
+			slog.Warn("chain: preparing a bundle's wrapper failed; trying again at every poll", "chain", ctx.ID(), "error", r.Err)
+		}
 		a.dropQuote()
 		a.retryAt = ctx.Now().Add(a.cfg.PollInterval)
 		return ctx.SetAlarm("pump", a.retryAt)
+	}
+	if a.bundleFailure != "" {
+		a.bundleFailure = ""
+		slog.Info("chain: a bundle's wrapper prepared again", "chain", ctx.ID())
 	}
 	var w wrapped
 	if err := json.Unmarshal(r.Output, &w); err != nil {

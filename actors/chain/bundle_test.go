@@ -332,7 +332,7 @@ func TestVerifyFindsOrphans(t *testing.T) {
 			for seq := int64(1); seq <= 5; seq++ {
 				items = append(items, arweave.Listed{ID: e.event("main", seq).TxID, Height: 1})
 			}
-			if r := Verify(ctx, listingItems{e.gw, items}, head, nil); !r.OK || len(r.Orphans) != 0 {
+			if r := Verify(ctx, listingItems{e.gw, items}, head, nil); !r.OK || r.OrphanCheck != "ok" || len(r.Orphans) != 0 {
 				t.Fatalf("the events listed too: %+v %+v", r, r.FirstError)
 			}
 			// The upload holding event 3, signed again on the current anchor.

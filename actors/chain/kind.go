@@ -207,10 +207,13 @@ type actor struct {
 	uploading map[string]bool
 	// signerWarned: this activation logged that its item signer is not the chain's.
 	signerWarned bool
-	quote        quote     // the anchor and prices last read
-	quoteGen     int       // bumped each time the quote is dropped
-	height       int64     // the highest height a poll read
-	retryAt      time.Time // a failed prepare is tried again from then on
+	// bundleFailure is the cause of the last failure to prepare a bundle's wrapper, logged
+	// when it starts or changes ("" since the last success).
+	bundleFailure string
+	quote         quote     // the anchor and prices last read
+	quoteGen      int       // bumped each time the quote is dropped
+	height        int64     // the highest height a poll read
+	retryAt       time.Time // a failed prepare is tried again from then on
 	// resignReady: the polls saw every transaction from meta.ResignFrom on mined or dead;
 	// resignNext is the lowest event they have yet to (see resign.go).
 	resignReady bool

@@ -202,7 +202,7 @@ func Verify(ctx context.Context, g Reader, head string, progress func(checked in
 			}
 			r.Transactions = len(walkedTx)
 			if l, ok := g.(Lister); ok {
-				return findOrphans(ctx, l, g, r, chain, wallet, append(walkedTx, walkedIDs...))
+				return findOrphans(ctx, l, g, r, chain, wallet, slices.Concat(walkedTx, walkedIDs))
 			}
 			r.OK, r.OrphanCheck = true, "not looked for: the reader lists no transactions"
 			return r

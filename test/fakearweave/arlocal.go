@@ -63,7 +63,8 @@ type Arlocal struct {
 	URL string
 }
 
-// StartArlocal runs arlocal until t ends.
+// StartArlocal runs arlocal until t ends; it fails t when arlocal does not come up within a
+// minute, with what arlocal wrote to stderr.
 func StartArlocal(t testing.TB) *Arlocal {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -73,18 +74,55 @@ func StartArlocal(t testing.TB) *Arlocal {
 	port := ln.Addr().(*net.TCPAddr).Port
 	ln.Close()
 	cmd := exec.Command("node", filepath.Join(CrossCheckDir(), "arlocal.mjs"), fmt.Sprint(port))
-	// arlocal keeps its database in the working directory.
-	cmd.Dir = t.TempDir()
-	stdin, _ := cmd.StdinPipe()
-	stdout, _ := cmd.StdoutPipe()
-	if err := cmd.Start(); err != nil {
+	cmd.Dir = t.TempDir() // arlocal keeps its database in the working directory
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { stdin.Close(); _ = cmd.Wait() })
-	sc := bufio.NewScanner(stdout)
-	for sc.Scan() && sc.Text() != "ready" {
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
 	}
-	go func() { _, _ = io.Copy(io.Discard, stdout) }()
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start arlocal: %v", err)
+	}
+	// The reader owns stdout until it ends (arlocal exited), and only then may Wait run.
+	ready, read := make(chan bool, 1), make(chan struct{})
+	go func() {
+		defer close(read)
+		sc := bufio.NewScanner(stdout)
+		up := false
+		for !up && sc.Scan() {
+			up = sc.Text() == "ready"
+		}
+		ready <- up
+		_, _ = io.Copy(io.Discard, stdout)
+	}()
+	// stop closes arlocal's stdin, which makes it stop; one that has not exited 10 s later
+	// is killed.
+	stop := func() {
+		stdin.Close()
+		select {
+		case <-read:
+		case <-time.After(10 * time.Second):
+			_ = cmd.Process.Kill()
+			<-read
+		}
+		_ = cmd.Wait()
+	}
+	select {
+	case up := <-ready:
+		if !up {
+			stop()
+			t.Fatalf("arlocal exited before it was ready:\n%s", stderr.String())
+		}
+	case <-time.After(time.Minute):
+		stop()
+		t.Fatalf("arlocal not ready after a minute:\n%s", stderr.String())
+	}
+	t.Cleanup(stop)
 	return &Arlocal{URL: fmt.Sprintf("http://127.0.0.1:%d", port)}
 }
 

@@ -24,7 +24,6 @@ const cfsPeriodUS = 10000
 type cpuCaps struct {
 	dir    string
 	capPct int
-	nodes  int
 }
 
 // newCPUCaps creates the parent cgroup; an error means the caps cannot be applied here (not
@@ -58,16 +57,21 @@ func (c *cpuCaps) apply(name string, pid int) error {
 			return fmt.Errorf("cgroup %s: write %s: %w", dir, w.file, err)
 		}
 	}
-	// The parent weighs as much as its nodes would as processes of their own: under
-	// contention CFS shares the machine between the parent and the load generator's threads
-	// by weight, and a parent of the default weight would leave nine nodes together the
-	// share of one process, below their caps, where machines of their own would not.
-	c.nodes++
-	shares := strconv.Itoa(min(1024*c.nodes, 262144))
-	if err := os.WriteFile(filepath.Join(c.dir, "cpu.shares"), []byte(shares), 0o644); err != nil {
-		return fmt.Errorf("cgroup %s: write cpu.shares: %w", c.dir, err)
-	}
 	return nil
+}
+
+// weigh gives the parent the weight of nodes processes of their own (cpu.shares 1024 each).
+// Under contention CFS divides the machine between the parent and its siblings — the load
+// generator's threads, when skbench runs in the root cgroup as here — by weight: a parent
+// of the default weight would leave nine nodes together the share of one thread, below
+// their caps, where machines of their own would not. (Under a systemd slice the siblings
+// are the slice's, and the weight weighs against those.) A failure leaves the weight as it
+// was, and is only reported.
+func (c *cpuCaps) weigh(nodes int) {
+	shares := strconv.Itoa(min(1024*nodes, 262144))
+	if err := os.WriteFile(filepath.Join(c.dir, "cpu.shares"), []byte(shares), 0o644); err != nil {
+		logf("WARNING: the nodes' cgroup keeps its weight (%v): under contention %d nodes get less than their caps", err, nodes)
+	}
 }
 
 // throttled is the share of CFS periods in which the cgroup of name was throttled so far,

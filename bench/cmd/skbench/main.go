@@ -182,8 +182,8 @@ func parseFlags(args []string) (options, error) {
 		if o.scaleClients, err = positiveInts("--scale-clients", *scaleClients); err != nil {
 			return o, err
 		}
-		if o.scaleRounds < 1 || o.cpuCap < 0 || o.cpuCap > 100 {
-			return o, errors.New("--scale-rounds must be >= 1 and --cpu-cap within 0..100")
+		if o.scaleRounds < 1 || o.cpuCap < 0 || o.cpuCap > 100 || o.scalePreload < 0 {
+			return o, errors.New("--scale-rounds must be >= 1, --cpu-cap within 0..100 and --scale-preload >= 0")
 		}
 		if o.profile != "" && !slices.Contains(o.scaleClients, o.profileClients) {
 			return o, fmt.Errorf("--profile-clients %d: with --scale, one of the --scale-clients counts per node %v", o.profileClients, o.scaleClients)

@@ -26,6 +26,9 @@ import (
 // capacity? Each round starts a cluster of the first size with the server's default flags,
 // measures it, grows it online to each next size (new nodes started with --join only),
 // waits until every node leads a Raft group (at most --scale-lead-wait), and measures again.
+// Before each size is measured the workload runs on it unmeasured (--scale-preload), so that
+// every size is measured with its stores in their steady state, and the two modes below take
+// turns at going first from round to round.
 // Each node runs capped at --cpu-cap % of one core (a cgroup, when run as root), standing in
 // for a fleet of small machines; the load generator keeps the rest of the machine. The
 // workload is oracle issue+consume with clients in proportion to the nodes, once spread over
@@ -120,6 +123,9 @@ func scaleRound(ctx context.Context, o options, dir string, caps *cpuCaps, round
 					return results, err
 				}
 			}
+		}
+		if caps != nil {
+			caps.weigh(len(nodes))
 		}
 		var urls []string
 		for _, n := range nodes {
@@ -270,11 +276,11 @@ func clusterShape(rt *client.Routes, st *client.ClusterStatus) string {
 // layout says, per node, the groups and partitions it leads and the groups it is a voter of:
 // in a closed loop the busiest node sets everyone's pace.
 func layout(rt *client.Routes, st *client.ClusterStatus) string {
-	type load struct{ groups, partitions, voter int }
-	by := map[string]*load{}
-	node := func(id string) *load {
+	type share struct{ groups, partitions, voter int }
+	by := map[string]*share{}
+	node := func(id string) *share {
 		if by[id] == nil {
-			by[id] = &load{}
+			by[id] = &share{}
 		}
 		return by[id]
 	}
@@ -302,8 +308,9 @@ func layout(rt *client.Routes, st *client.ClusterStatus) string {
 	return "groups per node: " + strings.Join(parts, "; ")
 }
 
-// scaleClient is the load generator's client for clients clients in mode.
-func scaleClient(ctx context.Context, urls []string, mode scaleMode, clients int) (*client.Client, error) {
+// scaleClient is the load generator's client for clients clients in mode, and its transport,
+// whose connections the caller closes once done.
+func scaleClient(ctx context.Context, urls []string, mode scaleMode, clients int) (*client.Client, *httpconn.Transport, error) {
 	tr := &httpconn.Transport{MaxIdlePerHost: 2 * clients, DialTimeout: 5 * time.Second, IdleTimeout: 90 * time.Second}
 	opts := []client.Option{client.WithRetryPolicy(client.NoRetry), client.WithHTTPClient(&http.Client{Transport: tr})}
 	if mode == modeRouting {
@@ -311,14 +318,14 @@ func scaleClient(ctx context.Context, urls []string, mode scaleMode, clients int
 	}
 	c, err := client.New(urls, opts...)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if mode == modeRouting {
 		if err := c.RefreshRoutes(ctx); err != nil {
-			return nil, fmt.Errorf("routing table: %w", err)
+			return nil, nil, fmt.Errorf("routing table: %w", err)
 		}
 	}
-	return c, nil
+	return c, tr, nil
 }
 
 // preload runs the workload unmeasured for o.scalePreload before a size is measured, so that
@@ -330,10 +337,11 @@ func preload(ctx context.Context, o options, nodes []*scaleNode, clients int) er
 	for i, n := range nodes {
 		urls[i] = n.url
 	}
-	c, err := scaleClient(ctx, urls, modeEveryNode, clients)
+	c, tr, err := scaleClient(ctx, urls, modeEveryNode, clients)
 	if err != nil {
 		return err
 	}
+	defer tr.CloseIdleConnections()
 	logf("oracle on %d nodes, %d clients, unmeasured for %v: the stores reach their steady state", len(nodes), clients, o.scalePreload)
 	load.Run(ctx, load.Config{Duration: o.scalePreload, OpTimeout: opTimeout, Classify: workload.Classify}, workload.OracleOps(c, clients))
 	return ctx.Err()
@@ -346,10 +354,11 @@ func measureScale(ctx context.Context, o options, round int, nodes []*scaleNode,
 	for _, n := range nodes {
 		urls = append(urls, n.url)
 	}
-	c, err := scaleClient(ctx, urls, mode, clients)
+	c, tr, err := scaleClient(ctx, urls, mode, clients)
 	if err != nil {
 		return scaleResult{}, err
 	}
+	defer tr.CloseIdleConnections()
 	before := map[string]throttleMark{}
 	if caps != nil {
 		for _, n := range nodes {
@@ -595,9 +604,10 @@ func commitSums(ctx context.Context, nodes []*scaleNode) commitTotals {
 
 type throttleMark struct{ periods, throttled int64 }
 
-// logNodes logs, per node, the share of the cap's periods it was throttled in, the nonce
-// requests it answered and the Raft commands it proposed over the measured time: in a closed
-// loop the busiest node sets everyone's pace, which the cluster's averages hide.
+// logNodes logs, per node, the share of the cap's periods it was throttled in (warm-up
+// included), and the nonce requests it answered and the Raft commands it proposed over the
+// measured time: in a closed loop the busiest node sets everyone's pace, which the cluster's
+// averages hide.
 func logNodes(o options, nodes []*scaleNode, caps *cpuCaps, before map[string]throttleMark, commits commitTotals) {
 	secs := o.duration.Seconds()
 	parts := make([]string, 0, len(nodes))
