@@ -213,7 +213,7 @@ func (c *Client) routed(cl call) string {
 	} else {
 		base = c.routes.anyLeader()
 	}
-	if base == "" {
+	if base == "" || c.routes.old(c.now()) {
 		c.refreshSoon()
 	}
 	return base

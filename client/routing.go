@@ -19,7 +19,10 @@ import (
 // clients keep its slot map the same way). The table may be stale at any time: the node that
 // receives a request routes it by Raft's word, so a stale entry costs a forward, never a
 // wrong answer; such an answer names the leader (Shardkeeper-Leader), which the client takes
-// at once, and it refreshes the whole table in the background, at most once a second.
+// at once, and it refreshes the whole table in the background, at most once a second. A
+// table older than routesMaxAge is refreshed too: a node that has come to lead a group
+// answers no forward that would tell the client, and would otherwise never be sent the work
+// that may run on any leader.
 
 // WithRouting makes the client send each request for one actor to the leader of its
 // partition, as the routing table says. Use it when the client reaches every node directly
@@ -93,7 +96,7 @@ func (c *Client) RefreshRoutes(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	c.routes.set(rt, c.scheme())
+	c.routes.set(rt, c.scheme(), c.now())
 	return nil
 }
 
@@ -116,10 +119,14 @@ type routes struct {
 	next       atomic.Uint64
 
 	refreshing atomic.Bool
-	lastFetch  time.Time
+	lastFetch  time.Time // when the last refresh started
+	fetched    time.Time // when the table in use was fetched
 }
 
-func (r *routes) set(rt *Routes, scheme string) {
+// routesMaxAge is how old a routing table may grow before a call refreshes it.
+const routesMaxAge = 10 * time.Second
+
+func (r *routes) set(rt *Routes, scheme string, now time.Time) {
 	if rt.Partitions <= 0 {
 		return
 	}
@@ -152,7 +159,7 @@ func (r *routes) set(rt *Routes, scheme string) {
 			leaders = append(leaders, bases[i])
 		}
 	}
-	r.partitions, r.groups, r.bases, r.leaders = rt.Partitions, groups, bases, leaders
+	r.partitions, r.groups, r.bases, r.leaders, r.fetched = rt.Partitions, groups, bases, leaders, now
 }
 
 // group returns the index of the group holding partition p, or -1; r.mu is held.
@@ -217,6 +224,13 @@ func (r *routes) forget(base string) {
 		}
 	}
 	r.leaders = slices.DeleteFunc(r.leaders, func(l string) bool { return l == base })
+}
+
+// old reports whether the table in use was fetched routesMaxAge or more before now.
+func (r *routes) old(now time.Time) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return now.Sub(r.fetched) >= routesMaxAge
 }
 
 // due reports whether a refresh may start now (at most one at a time, one a second).

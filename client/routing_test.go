@@ -12,12 +12,14 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/shardkeeper/shardkeeper/actors"
 	"github.com/shardkeeper/shardkeeper/actors/chain"
 	"github.com/shardkeeper/shardkeeper/actors/device"
 	"github.com/shardkeeper/shardkeeper/actors/oracle"
 	"github.com/shardkeeper/shardkeeper/actors/servers"
+	"github.com/shardkeeper/shardkeeper/test/await"
 )
 
 // The client's names of the actors and its partition function are the server's: a mismatch
@@ -227,4 +229,49 @@ func TestRoutingIssuesToLeaders(t *testing.T) {
 	if len(c.paths()) > 1 {
 		t.Fatalf("c answered %d issues: b's failure should drop it from the leaders once, not each time", len(c.paths()))
 	}
+}
+
+// A node that comes to lead a group answers no forward that would tell the client, so a
+// table grown old is refreshed: the new leader then gets its turn at work any leader may run.
+func TestRoutingRefreshesAnOldTable(t *testing.T) {
+	a, c := newFakeNode(t, "a"), newFakeNode(t, "c")
+	var cLeads atomic.Bool
+	table := func() Routes {
+		second := Route{Group: 1, First: 8, End: 16, Term: 1, Leader: "a", LeaderHTTP: a.addr()}
+		if cLeads.Load() { // leadership balancing gave c the second group
+			second = Route{Group: 1, First: 8, End: 16, Term: 2, Leader: "c", LeaderHTTP: c.addr()}
+		}
+		return Routes{Partitions: 16, Groups: []Route{
+			{Group: 0, First: 0, End: 8, Term: 1, Leader: "a", LeaderHTTP: a.addr()}, second}}
+	}
+	a.routes, c.routes = table, table
+	cl, err := New([]string{a.srv.URL, c.srv.URL}, WithRouting())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	now := time.Now()
+	cl.now = func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	ctx := context.Background()
+	if err := cl.RefreshRoutes(ctx); err != nil {
+		t.Fatal(err)
+	}
+	cLeads.Store(true)
+	for range 4 {
+		if _, err := cl.IssueNonce(ctx, "org"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := len(c.paths()); n != 0 {
+		t.Fatalf("c answered %d issues with the table it had: it led nothing then", n)
+	}
+	mu.Lock()
+	now = now.Add(routesMaxAge)
+	mu.Unlock()
+	await.True(t, 5*time.Second, "an issue sent to c, the new leader", func() bool {
+		if _, err := cl.IssueNonce(ctx, "org"); err != nil {
+			t.Fatal(err)
+		}
+		return len(c.paths()) > 0
+	})
 }
