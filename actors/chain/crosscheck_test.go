@@ -104,16 +104,25 @@ func TestCrossCheckBundlesOnArlocal(t *testing.T) {
 	}
 }
 
-// allUploaded reports whether every bundle of chain is confirmed or has its data uploaded.
-func (e *chainEnv) allUploaded(chain string) bool {
+// bundleRecs are chain's bundle records, as committed, in order.
+func (e *chainEnv) bundleRecs(chain string) []bundleRec {
+	var out []bundleRec
 	for _, kv := range e.h.State(KindName, chain).Data {
-		if !bytes.HasPrefix(kv.Key, []byte("b/")) {
+		if !bytes.HasPrefix(kv.Key, bundleKey(0)[:2]) {
 			continue
 		}
 		var b bundleRec
 		if err := json.Unmarshal(kv.Value, &b); err != nil {
 			e.t.Fatal(err)
 		}
+		out = append(out, b)
+	}
+	return out
+}
+
+// allUploaded reports whether every bundle of chain is confirmed or has its data uploaded.
+func (e *chainEnv) allUploaded(chain string) bool {
+	for _, b := range e.bundleRecs(chain) {
 		if b.Status != StatusConfirmed && !b.Uploaded {
 			return false
 		}
@@ -124,11 +133,8 @@ func (e *chainEnv) allUploaded(chain string) bool {
 // bundles describes chain's bundle records, for a failure's message.
 func (e *chainEnv) bundles(chain string) string {
 	var out []string
-	for _, kv := range e.h.State(KindName, chain).Data {
-		var b bundleRec
-		if bytes.HasPrefix(kv.Key, []byte("b/")) && json.Unmarshal(kv.Value, &b) == nil {
-			out = append(out, fmt.Sprintf("%d-%d %s %s uploaded=%v", b.First, b.Last, b.TxID, b.Status, b.Uploaded))
-		}
+	for _, b := range e.bundleRecs(chain) {
+		out = append(out, fmt.Sprintf("%d-%d %s %s uploaded=%v", b.First, b.Last, b.TxID, b.Status, b.Uploaded))
 	}
 	return strings.Join(out, "; ")
 }

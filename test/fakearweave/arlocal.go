@@ -129,16 +129,25 @@ func StartArlocal(t testing.TB) *Arlocal {
 // Get asks arlocal for path and fails t unless it answers 200; it returns the body.
 func (a *Arlocal) Get(t testing.TB, path string) []byte {
 	t.Helper()
+	b, err := a.get(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// get asks arlocal for path; an answer other than 200 is an error.
+func (a *Arlocal) get(path string) ([]byte, error) {
 	resp, err := http.Get(a.URL + path)
 	if err != nil {
-		t.Fatalf("arlocal GET %s: %v", path, err)
+		return nil, fmt.Errorf("arlocal GET %s: %w", path, err)
 	}
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
 	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("arlocal GET %s: %d %s", path, resp.StatusCode, b)
+		return nil, fmt.Errorf("arlocal GET %s: %d %s", path, resp.StatusCode, b)
 	}
-	return b
+	return b, nil
 }
 
 // Mint gives address winston to spend.
@@ -150,15 +159,8 @@ func (a *Arlocal) Mint(t testing.TB, address string) {
 // unpacks a bundle posted by chunks both in the background of the post and when mining, and
 // when the two race, the block is not mined (the next attempt mines it).
 func (a *Arlocal) Mine() error {
-	resp, err := http.Get(a.URL + "/mine")
-	if err != nil {
-		return err
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("arlocal GET /mine: %s", resp.Status)
-	}
-	return nil
+	_, err := a.get("/mine")
+	return err
 }
 
 // Indexed is what arlocal's GraphQL says of one transaction or data item. (arlocal does not

@@ -414,17 +414,19 @@ func measureScale(ctx context.Context, o options, round int, nodes []*scaleNode,
 		}
 	}
 	r := scaleResult{pairsPerS: res.OpsPerSec, p99ms: float64(res.P99) / float64(time.Millisecond), errors: res.ErrorCount()}
-	if caps != nil {
-		var sum float64
-		for _, n := range nodes {
+	// Each node's share of its periods throttled since before (-1: not measured).
+	throttled := make([]float64, len(nodes))
+	for i, n := range nodes {
+		throttled[i] = -1
+		if caps != nil {
 			p, t := caps.throttled(n.id)
 			if dp := p - before[n.id].periods; dp > 0 {
-				sum += float64(t-before[n.id].throttled) / float64(dp)
+				throttled[i] = float64(t-before[n.id].throttled) / float64(dp)
+				r.throttled += throttled[i] / float64(len(nodes))
 			}
 		}
-		r.throttled = sum / float64(len(nodes))
 	}
-	logNodes(o, nodes, caps, before, commits)
+	logNodes(o, nodes, throttled, commits)
 	logf("  → %.0f pairs/s, p99 %.1f ms, %d errors%s, nodes throttled in %.0f%% of periods%s", r.pairsPerS, r.p99ms, r.errors, errorClasses(res.Errors), 100*r.throttled, u)
 	if u.serverOK && r.pairsPerS > 0 {
 		logf("    %.0f µs of node CPU per pair; %s", 1e6*u.serverCores/r.pairsPerS, commits)
@@ -608,16 +610,13 @@ type throttleMark struct{ periods, throttled int64 }
 // included), and the nonce requests it answered and the Raft commands it proposed over the
 // measured time: in a closed loop the busiest node sets everyone's pace, which the cluster's
 // averages hide.
-func logNodes(o options, nodes []*scaleNode, caps *cpuCaps, before map[string]throttleMark, commits commitTotals) {
+func logNodes(o options, nodes []*scaleNode, throttled []float64, commits commitTotals) {
 	secs := o.duration.Seconds()
 	parts := make([]string, 0, len(nodes))
 	for i, n := range nodes {
 		part := n.id
-		if caps != nil {
-			p, t := caps.throttled(n.id)
-			if dp := p - before[n.id].periods; dp > 0 {
-				part += fmt.Sprintf(" %.0f%%", 100*float64(t-before[n.id].throttled)/float64(dp))
-			}
+		if throttled[i] >= 0 {
+			part += fmt.Sprintf(" %.0f%%", 100*throttled[i])
 		}
 		if i < len(commits.perNode) && secs > 0 {
 			part += fmt.Sprintf(" %.0f req/s %.0f cmd/s", commits.perNode[i].requests/secs, commits.perNode[i].commands/secs)
