@@ -9,8 +9,6 @@ import (
 	"math"
 	"net/http"
 	"strconv"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/shardkeeper/shardkeeper/actors"
@@ -34,8 +32,8 @@ func Errorf(status int, code, format string, args ...any) *Error {
 // retryAfterUnavailable is the Retry-After of a 503 unavailable: about one election.
 const retryAfterUnavailable = 1
 
-// coreCodes are the error codes of the HTTP layer and of the conventions every domain shares,
-// with their statuses. Domains add theirs with RegisterCodes.
+// coreCodes are the error codes of the HTTP layer and of the conventions every service shares,
+// with their statuses. A node's Codes adds every service's.
 var coreCodes = map[string]int{
 	"invalid_request":    http.StatusBadRequest,
 	"invalid_id":         http.StatusBadRequest,
@@ -50,42 +48,36 @@ var coreCodes = map[string]int{
 	"gossip_key_refused": http.StatusConflict,
 }
 
-// codes maps every known error code, as actor kinds return them in *actors.Error, to its HTTP
-// status: coreCodes merged with every domain's. It is replaced, never changed in place, so that
-// WriteError reads it without a lock.
-var (
-	codes   atomic.Pointer[map[string]int]
-	codesMu sync.Mutex // serializes RegisterCodes
-)
+// Codes maps the error codes actor kinds return in *actors.Error to HTTP statuses: the core
+// codes and those of the services a mux serves. It is built once and never changed, so that
+// handlers read it without a lock; a nil *Codes holds the core codes only.
+type Codes struct{ status map[string]int }
 
-func init() {
-	m := maps.Clone(coreCodes)
-	codes.Store(&m)
-}
+// CoreCodes returns the codes of the HTTP layer and the shared conventions.
+func CoreCodes() *Codes { return &Codes{status: coreCodes} }
 
-// RegisterCodes adds a domain's error codes and their HTTP statuses to the map WriteError uses.
-// A code known already with the same status is fine (two domains may share "nonce_used"); with
-// another status it is an error naming both, and nothing is added.
-func RegisterCodes(add map[string]int) error {
-	codesMu.Lock()
-	defer codesMu.Unlock()
-	m := maps.Clone(*codes.Load())
+// With returns c with add's codes too. A code known already with the same status is fine (two
+// services may share "nonce_used"); with another status it is an error naming both.
+func (c *Codes) With(add map[string]int) (*Codes, error) {
+	m := c.Map()
 	for code, status := range add {
 		if old, ok := m[code]; ok && old != status {
-			return fmt.Errorf("error code %q maps to HTTP %d, and already to %d", code, status, old)
+			return nil, fmt.Errorf("error code %q maps to HTTP %d, and already to %d", code, status, old)
 		}
 		m[code] = status
 	}
-	codes.Store(&m)
-	return nil
+	return &Codes{status: m}, nil
 }
 
-// Codes returns every known error code with its HTTP status.
-func Codes() map[string]int { return maps.Clone(*codes.Load()) }
+// Map returns every code of c with its HTTP status.
+func (c *Codes) Map() map[string]int { return maps.Clone(c.table()) }
 
-// CoreCodes returns the codes of the HTTP layer and the shared conventions (those known before
-// any RegisterCodes) with their HTTP statuses.
-func CoreCodes() map[string]int { return maps.Clone(coreCodes) }
+func (c *Codes) table() map[string]int {
+	if c == nil {
+		return coreCodes
+	}
+	return c.status
+}
 
 // WriteJSON writes v as the JSON body with the given status.
 func WriteJSON(w http.ResponseWriter, status int, v any) {
@@ -104,23 +96,27 @@ func WriteRawJSON(w http.ResponseWriter, status int, body []byte) {
 	_, _ = w.Write(append(body, '\n'))
 }
 
+// WriteError writes err as the contract's error body, knowing the core codes only: for the
+// HTTP layer's own routes. A service's routes write with the node's Codes (Codes.WriteError).
+func WriteError(w http.ResponseWriter, err error) { (*Codes)(nil).WriteError(w, err) }
+
 // WriteError maps err to the contract's error body: *Error as is; *actors.Error by its code;
 // actors.ErrUnavailable to 503 unavailable; anything else to 500 internal. 429 and 503 always
 // carry Retry-After.
-func WriteError(w http.ResponseWriter, err error) {
-	WriteAPIError(w, AsError(err))
+func (c *Codes) WriteError(w http.ResponseWriter, err error) {
+	WriteAPIError(w, c.AsError(err))
 }
 
 // AsError converts any error to the contract's error (see WriteError).
-func AsError(err error) *Error {
+func (c *Codes) AsError(err error) *Error {
 	var e *Error
 	var outcome *actors.Error
 	switch {
 	case errors.As(err, &e):
 		e = &Error{Status: e.Status, Code: e.Code, Message: e.Message, RetryAfter: e.RetryAfter}
 	case errors.As(err, &outcome):
-		status, ok := (*codes.Load())[outcome.Code]
-		if !ok { // a programming error: the domain did not register the code
+		status, ok := c.table()[outcome.Code]
+		if !ok { // a programming error: the service did not declare the code
 			status = http.StatusInternalServerError
 		}
 		e = &Error{Status: status, Code: outcome.Code, Message: outcome.Message, RetryAfter: seconds(outcome.RetryAfter)}

@@ -157,7 +157,7 @@ func TestOpenAPIDescribesEveryRoute(t *testing.T) {
 // Every error code an answer can carry — the core ones and every domain's — is in the enum of
 // the Error schema, and the enum has no other.
 func TestOpenAPIListsEveryErrorCode(t *testing.T) {
-	codes := api.CoreCodes()
+	codes := api.CoreCodes().Map()
 	for _, d := range domains.All() {
 		maps.Copy(codes, d.Codes)
 	}

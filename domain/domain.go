@@ -52,6 +52,9 @@ type Env struct {
 	// Registerer takes the domain's own metrics (the node's /metrics). Domain.Kinds is called
 	// once per node; Kinds gives a registry of its own when nil.
 	Registerer prometheus.Registerer
+	// Codes maps the error codes of every domain the node serves to HTTP statuses: routes
+	// write their errors with it (Codes.WriteError). Nil knows the core codes only.
+	Codes *api.Codes
 }
 
 // Kinds lists the actor kinds of ds, configured from cfg.
@@ -83,13 +86,20 @@ func Routes(ds []Domain, env Env, cfg config.Config) []api.Route {
 }
 
 // NewMux builds the HTTP mux of a node serving ds: the operational routes (api.RegisterOps and
-// GET /openapi.yaml) and every domain's routes, with every domain's error codes known to
-// api.WriteError. Two domains answering one code with different statuses, or registering
+// GET /openapi.yaml) and every domain's routes, which write their errors knowing every
+// domain's codes (Env.Codes). Two domains answering one code with different statuses, or registering
 // conflicting routes, are errors naming the domain.
 func NewMux(view api.ClusterView, reg *prometheus.Registry, ds []Domain, caller actors.Caller, cfg config.Config) (*Mux, error) {
 	mux := &Mux{ServeMux: http.NewServeMux(), operator: map[string]bool{}}
 	api.RegisterOps(mux.ServeMux, view, reg, cfg.AdminToken)
-	env := Env{Caller: caller, Registerer: reg}
+	env := Env{Caller: caller, Registerer: reg, Codes: api.CoreCodes()}
+	for _, d := range ds {
+		codes, err := env.Codes.With(d.Codes)
+		if err != nil {
+			return nil, fmt.Errorf("domain %s: %w", d.Name, err)
+		}
+		env.Codes = codes
+	}
 	for _, p := range api.OperatorPatterns {
 		mux.operator[p] = true
 	}
@@ -97,9 +107,6 @@ func NewMux(view api.ClusterView, reg *prometheus.Registry, ds []Domain, caller 
 		return nil, err
 	}
 	for _, d := range ds {
-		if err := api.RegisterCodes(d.Codes); err != nil {
-			return nil, fmt.Errorf("domain %s: %w", d.Name, err)
-		}
 		if d.Routes == nil {
 			continue
 		}

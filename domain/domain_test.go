@@ -26,10 +26,10 @@ func teapot(name, pattern string, codes map[string]int) domain.Domain {
 	return domain.Domain{
 		Name: name,
 		Routes: func(env domain.Env, _ config.Config) []api.Route {
-			caller := env.Caller
+			caller, codes := env.Caller, env.Codes
 			return []api.Route{{Pattern: pattern, Handler: func(w http.ResponseWriter, r *http.Request) {
 				_, err := caller.Call(r.Context(), "k", "id", actors.Request{})
-				api.WriteError(w, err)
+				codes.WriteError(w, err)
 			}}}
 		},
 		Codes: codes,

@@ -16,6 +16,7 @@ import (
 
 type server struct {
 	caller actors.Caller
+	codes  *api.Codes // the node's error codes, which the routes answer with
 	cfg    config.Config
 	names  *kit.Enroller // chain names, bounded by --max-registries
 }
@@ -23,12 +24,12 @@ type server struct {
 func routes(env domain.Env, cfg config.Config) []api.Route {
 	caller := env.Caller
 	o := Settings.Get(cfg)
-	s := &server{caller: caller, cfg: cfg, names: &kit.Enroller{Caller: caller, Kind: NamesKindName, Namespace: "all",
+	s := &server{caller: caller, codes: env.Codes, cfg: cfg, names: &kit.Enroller{Caller: caller, Kind: NamesKindName, Namespace: "all",
 		What: "chains", Max: cfg.MaxRegistries, Timeout: cfg.RequestTimeout}}
 	write := func(h http.HandlerFunc) http.HandlerFunc {
 		if o.wallet == nil {
 			return func(w http.ResponseWriter, _ *http.Request) {
-				api.WriteError(w, actors.Errorf("chain_disabled", "chain writes are disabled: no --arweave-wallet and --arweave-gateway configured"))
+				s.codes.WriteError(w, actors.Errorf("chain_disabled", "chain writes are disabled: no --arweave-wallet and --arweave-gateway configured"))
 			}
 		}
 		return api.Bearer(o.Token, "chain", h)
@@ -87,17 +88,17 @@ func (s *server) append(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if err := e.Normalize(); err != nil { // answered before reaching the actor
-		api.WriteError(w, err)
+		s.codes.WriteError(w, err)
 		return
 	}
 	// Only writes enroll: a read of a chain never written stores nothing.
 	if err := s.names.Enroll(r.Context(), chain); err != nil {
-		api.WriteError(w, err)
+		s.codes.WriteError(w, err)
 		return
 	}
 	var out Appended
 	if err := api.CallJSON(r.Context(), s.caller, s.cfg.RequestTimeout, KindName, chain, MethodAppend, e, &out); err != nil {
-		api.WriteError(w, err)
+		s.codes.WriteError(w, err)
 		return
 	}
 	status := http.StatusOK
@@ -125,7 +126,7 @@ func (s *server) read(method string, arg func(*http.Request) ([]byte, bool)) htt
 		defer cancel()
 		out, err := s.caller.Call(ctx, KindName, chain, actors.Request{Method: method, Body: body})
 		if err != nil {
-			api.WriteError(w, err)
+			s.codes.WriteError(w, err)
 			return
 		}
 		api.WriteJSON(w, http.StatusOK, json.RawMessage(out))
@@ -142,7 +143,7 @@ func (s *server) checkpoint(w http.ResponseWriter, r *http.Request) {
 	defer cancel()
 	out, err := s.caller.Call(ctx, KindName, chain, actors.Request{Method: MethodCheckpoint})
 	if err != nil {
-		api.WriteError(w, err)
+		s.codes.WriteError(w, err)
 		return
 	}
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")

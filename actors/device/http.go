@@ -19,6 +19,7 @@ const defaultRegistry = "default"
 // validates again).
 type server struct {
 	caller actors.Caller
+	codes  *api.Codes // the node's error codes, which the routes answer with
 	cfg    config.Config
 	names  *kit.Enroller            // registry names, bounded by --max-registries
 	admin  func(*http.Request) bool // whether a request carries the admin token
@@ -27,7 +28,7 @@ type server struct {
 // routes are the registry's endpoints, the compatibility paths included.
 func routes(env domain.Env, cfg config.Config) []api.Route {
 	caller := env.Caller
-	s := &server{caller: caller, cfg: cfg, names: &kit.Enroller{Caller: caller, Kind: NamesKindName, Namespace: "all",
+	s := &server{caller: caller, codes: env.Codes, cfg: cfg, names: &kit.Enroller{Caller: caller, Kind: NamesKindName, Namespace: "all",
 		What: "device registries", Max: cfg.MaxRegistries, Timeout: cfg.RequestTimeout}, admin: api.BearerCheck(cfg.AdminToken)}
 	named := func(h func(http.ResponseWriter, *http.Request, string)) http.HandlerFunc {
 		return func(w http.ResponseWriter, r *http.Request) { h(w, r, r.PathValue("registry")) }
@@ -57,15 +58,15 @@ type registered struct {
 
 func (s *server) register(w http.ResponseWriter, r *http.Request, registry string) {
 	var body Registration
-	if !decodeBody(w, r, registry, &body) {
+	if !decodeBody(s, w, r, registry, &body) {
 		return
 	}
 	if err := body.Validate(); err != nil {
-		api.WriteError(w, err)
+		s.codes.WriteError(w, err)
 		return
 	}
 	if err := s.names.Enroll(r.Context(), registry); err != nil {
-		api.WriteError(w, err)
+		s.codes.WriteError(w, err)
 		return
 	}
 	// The admin token replaces the proof of a key rotation. Any other Authorization is not
@@ -73,7 +74,7 @@ func (s *server) register(w http.ResponseWriter, r *http.Request, registry strin
 	req := RegisterRequest{Registration: body, Admin: s.admin(r)}
 	var out Registered
 	if err := s.call(r, registry, MethodRegister, req, &out); err != nil {
-		api.WriteError(w, err)
+		s.codes.WriteError(w, err)
 		return
 	}
 	status := http.StatusOK
@@ -85,7 +86,7 @@ func (s *server) register(w http.ResponseWriter, r *http.Request, registry strin
 
 func (s *server) challenge(w http.ResponseWriter, r *http.Request, registry string) {
 	var body ChallengeRequest
-	if !decodeBody(w, r, registry, &body) {
+	if !decodeBody(s, w, r, registry, &body) {
 		return
 	}
 	s.forward(w, r, registry, MethodChallenge, body) // Challenge
@@ -93,14 +94,14 @@ func (s *server) challenge(w http.ResponseWriter, r *http.Request, registry stri
 
 func (s *server) verify(w http.ResponseWriter, r *http.Request, registry string) {
 	var body Verification
-	if !decodeBody(w, r, registry, &body) {
+	if !decodeBody(s, w, r, registry, &body) {
 		return
 	}
 	s.forward(w, r, registry, MethodVerify, body) // Verified
 }
 
 func (s *server) get(w http.ResponseWriter, r *http.Request) {
-	registry, ref, ok := deviceInPath(w, r)
+	registry, ref, ok := s.deviceInPath(w, r)
 	if !ok {
 		return
 	}
@@ -108,12 +109,12 @@ func (s *server) get(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *server) delete(w http.ResponseWriter, r *http.Request) {
-	registry, ref, ok := deviceInPath(w, r)
+	registry, ref, ok := s.deviceInPath(w, r)
 	if !ok {
 		return
 	}
 	if err := s.call(r, registry, MethodDelete, ref, nil); err != nil {
-		api.WriteError(w, err)
+		s.codes.WriteError(w, err)
 		return
 	}
 	w.WriteHeader(http.StatusNoContent)
@@ -129,7 +130,7 @@ func (s *server) call(r *http.Request, registry, method string, in, out any) err
 func (s *server) forward(w http.ResponseWriter, r *http.Request, registry, method string, in any) {
 	out, err := api.CallRaw(r.Context(), s.caller, s.cfg.RequestTimeout, KindName, registry, method, in)
 	if err != nil {
-		api.WriteError(w, err)
+		s.codes.WriteError(w, err)
 		return
 	}
 	api.WriteRawJSON(w, http.StatusOK, out)
@@ -138,7 +139,7 @@ func (s *server) forward(w http.ResponseWriter, r *http.Request, registry, metho
 // decodeBody checks the registry name (400 invalid_id), decodes the body into dst (413
 // body_too_large, 400 invalid_request) and validates it. On failure it writes the error and
 // returns false.
-func decodeBody[T interface{ Validate() *actors.Error }](w http.ResponseWriter, r *http.Request, registry string, dst *T) bool {
+func decodeBody[T interface{ Validate() *actors.Error }](s *server, w http.ResponseWriter, r *http.Request, registry string, dst *T) bool {
 	if !ident.Name(registry) {
 		api.WriteAPIError(w, api.InvalidID("registry"))
 		return false
@@ -148,7 +149,7 @@ func decodeBody[T interface{ Validate() *actors.Error }](w http.ResponseWriter, 
 		return false
 	}
 	if err := (*dst).Validate(); err != nil {
-		api.WriteError(w, err)
+		s.codes.WriteError(w, err)
 		return false
 	}
 	return true
@@ -156,14 +157,14 @@ func decodeBody[T interface{ Validate() *actors.Error }](w http.ResponseWriter, 
 
 // deviceInPath reads and checks {registry} and {device_id} (400 invalid_id). On failure it
 // writes the error and returns false.
-func deviceInPath(w http.ResponseWriter, r *http.Request) (string, DeviceRef, bool) {
+func (s *server) deviceInPath(w http.ResponseWriter, r *http.Request) (string, DeviceRef, bool) {
 	registry, ref := r.PathValue("registry"), DeviceRef{DeviceID: r.PathValue("device_id")}
 	if !ident.Name(registry) {
 		api.WriteAPIError(w, api.InvalidID("registry"))
 		return "", ref, false
 	}
 	if err := ref.Validate(); err != nil {
-		api.WriteError(w, err)
+		s.codes.WriteError(w, err)
 		return "", ref, false
 	}
 	return registry, ref, true

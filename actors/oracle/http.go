@@ -18,11 +18,12 @@ import (
 // goes straight to it.
 type server struct {
 	caller actors.Caller
+	codes  *api.Codes // the node's error codes, which the routes answer with
 	cfg    config.Config
 }
 
 func routes(env domain.Env, cfg config.Config) []api.Route {
-	s := &server{caller: env.Caller, cfg: cfg}
+	s := &server{caller: env.Caller, codes: env.Codes, cfg: cfg}
 	return []api.Route{
 		{Pattern: "POST /v1/nonces", Handler: s.issue},
 		{Pattern: "POST /v1/nonces/{nonce}/consume", Handler: s.consume},
@@ -55,7 +56,7 @@ func (s *server) issue(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if err := ValidateOrg(in.OrgID); err != nil {
-		api.WriteError(w, err)
+		s.codes.WriteError(w, err)
 		return
 	}
 	body := IssueRequest(in)
@@ -77,7 +78,7 @@ func (s *server) issue(w http.ResponseWriter, r *http.Request) {
 			break
 		}
 	}
-	api.WriteError(w, err)
+	s.codes.WriteError(w, err)
 }
 
 // tooManyOutstanding reports whether err is a shard's refusal for the organisation's share.
@@ -93,11 +94,11 @@ func (s *server) consume(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if err := ValidateOrg(body.OrgID); err != nil {
-		api.WriteError(w, err)
+		s.codes.WriteError(w, err)
 		return
 	}
 	if err := ValidateRequestID(body.RequestID); err != nil {
-		api.WriteError(w, err)
+		s.codes.WriteError(w, err)
 		return
 	}
 	nonce := r.PathValue("nonce")
@@ -109,7 +110,7 @@ func (s *server) consume(w http.ResponseWriter, r *http.Request) {
 	out, err := api.CallRaw(r.Context(), s.caller, s.cfg.RequestTimeout, KindName, shard,
 		MethodConsume, ConsumeRequest{Nonce: nonce, OrgID: body.OrgID, RequestID: body.RequestID})
 	if err != nil {
-		api.WriteError(w, err)
+		s.codes.WriteError(w, err)
 		return
 	}
 	api.WriteRawJSON(w, http.StatusOK, out) // Consumed
@@ -124,7 +125,7 @@ func (s *server) get(w http.ResponseWriter, r *http.Request) {
 	}
 	out, err := api.CallRaw(r.Context(), s.caller, s.cfg.RequestTimeout, KindName, shard, MethodGet, GetRequest{Nonce: nonce})
 	if err != nil {
-		api.WriteError(w, err)
+		s.codes.WriteError(w, err)
 		return
 	}
 	api.WriteRawJSON(w, http.StatusOK, out) // Info

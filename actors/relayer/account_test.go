@@ -43,11 +43,17 @@ func keysOf(t *testing.T, names ...string) *Keys {
 	return keys
 }
 
-func newAccountEnv(t *testing.T, keys *Keys, cfg Config) *accountEnv {
-	t.Helper()
-	if err := api.RegisterCodes(codes); err != nil {
+// relayerCodes are the error codes the relayer's routes answer with on a node.
+func relayerCodes(t *testing.T) *api.Codes {
+	c, err := api.CoreCodes().With(codes)
+	if err != nil {
 		t.Fatal(err)
 	}
+	return c
+}
+
+func newAccountEnv(t *testing.T, keys *Keys, cfg Config) *accountEnv {
+	t.Helper()
 	e := &accountEnv{t: t, chain: newFakeChain(), caller: &api.LateCaller{}, clock: actortest.NewClock(time.Now().Add(time.Hour))}
 	// Calls carry wall-clock deadlines, which the runtime reads by the fake clock: far enough
 	// out for the clock's jumps.
@@ -55,7 +61,7 @@ func newAccountEnv(t *testing.T, keys *Keys, cfg Config) *accountEnv {
 	e.cfg = cfg
 	e.h = actortest.New(t, actortest.Options{Runtime: actors.Options{Clock: e.clock.Now}}, e.kinds(keys)...)
 	e.caller.Set(e.h.Runtime)
-	e.srv = newServer(e.caller, testTimeout, keys)
+	e.srv = newServer(e.caller, relayerCodes(e.t), testTimeout, keys)
 	return e
 }
 
@@ -69,7 +75,7 @@ func (e *accountEnv) kinds(keys *Keys) []actors.Kind {
 func (e *accountEnv) reconfigure(keys *Keys) {
 	e.h.Restart(e.kinds(keys)...)
 	e.caller.Set(e.h.Runtime)
-	e.srv = newServer(e.caller, testTimeout, keys)
+	e.srv = newServer(e.caller, relayerCodes(e.t), testTimeout, keys)
 }
 
 func (e *accountEnv) do(method, path string, body any) (int, []byte) {

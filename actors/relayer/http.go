@@ -22,6 +22,7 @@ const MaxWait = api.MaxWait
 // its record whatever the keys are now.
 type server struct {
 	caller  actors.Caller
+	codes   *api.Codes // the node's error codes, which the routes answer with
 	timeout time.Duration
 	keys    *Keys   // the keys loaded at start: who signs
 	access  *access // the policies and account tokens in force: who may ask what
@@ -34,7 +35,7 @@ type server struct {
 
 func routes(env domain.Env, cfg config.Config) []api.Route {
 	o := Settings.Get(cfg)
-	s := newServer(env.Caller, cfg.RequestTimeout, o.keys)
+	s := newServer(env.Caller, env.Codes, cfg.RequestTimeout, o.keys)
 	s.access, s.token, s.metrics, s.retention = newAccess(o.KeysFile, o.keys), o.Token, NewMetrics(env.Registerer), o.Retention
 	return []api.Route{
 		{Pattern: "POST /v1/relayers/{account_id}/intents", Handler: s.auth(s.submit)},
@@ -45,8 +46,8 @@ func routes(env domain.Env, cfg config.Config) []api.Route {
 
 // newServer serves keys, whose policies stay as loaded (routes gives it the reloading rules
 // of the keys file, the relayer token and metrics).
-func newServer(caller actors.Caller, timeout time.Duration, keys *Keys) *server {
-	return &server{caller: caller, timeout: timeout, keys: keys, access: newAccess("", keys), retention: DefaultRetention}
+func newServer(caller actors.Caller, codes *api.Codes, timeout time.Duration, keys *Keys) *server {
+	return &server{caller: caller, codes: codes, timeout: timeout, keys: keys, access: newAccess("", keys), retention: DefaultRetention}
 }
 
 // auth admits a request with the token of its path's account: the account's own when its
@@ -65,7 +66,7 @@ func (s *server) account(w http.ResponseWriter, r *http.Request) (string, []near
 	account := r.PathValue("account_id")
 	keys := s.keys.PublicKeys(account)
 	if len(keys) == 0 {
-		api.WriteError(w, actors.Errorf("unknown_relayer", "no relayer keys are configured for this account"))
+		s.codes.WriteError(w, actors.Errorf("unknown_relayer", "no relayer keys are configured for this account"))
 		return "", nil, false
 	}
 	return account, keys, true
@@ -83,12 +84,12 @@ func (s *server) submit(w http.ResponseWriter, r *http.Request) {
 	}
 	c, err := body.check()
 	if err != nil {
-		api.WriteError(w, err)
+		s.codes.WriteError(w, err)
 		return
 	}
 	body.IdempotencyKey = c.idem
 	if err := s.admit(r.Context(), account, c); err != nil {
-		api.WriteError(w, err)
+		s.codes.WriteError(w, err)
 		return
 	}
 	want, _ := Assign(c.idem, keys)
@@ -96,14 +97,14 @@ func (s *server) submit(w http.ResponseWriter, r *http.Request) {
 	err = api.CallJSON(r.Context(), s.caller, s.timeout, IndexKindName, IndexID(account, c.idem), MethodClaim,
 		ClaimRequest{IdempotencyKey: c.idem, RequestHash: c.requestHash, Key: want.String()}, &at)
 	if err != nil {
-		api.WriteError(w, err)
+		s.codes.WriteError(w, err)
 		return
 	}
 	var out Submitted
 	for attempt := 0; ; attempt++ {
 		pk, perr := near.ParsePublicKey(at.Key)
 		if perr != nil {
-			api.WriteError(w, perr)
+			s.codes.WriteError(w, perr)
 			return
 		}
 		err = api.CallJSON(r.Context(), s.caller, s.timeout, KindName, ActorID(account, pk), MethodSubmit, body, &out)
@@ -119,7 +120,7 @@ func (s *server) submit(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	if err != nil {
-		api.WriteError(w, err)
+		s.codes.WriteError(w, err)
 		return
 	}
 	status := http.StatusCreated
@@ -184,7 +185,7 @@ func (s *server) get(w http.ResponseWriter, r *http.Request) {
 	for pause := 50 * time.Millisecond; ; pause = min(2*pause, 500*time.Millisecond) {
 		in, err := s.read(r.Context(), account, idem)
 		if err != nil {
-			api.WriteError(w, err)
+			s.codes.WriteError(w, err)
 			return
 		}
 		left := time.Until(deadline)
@@ -246,7 +247,7 @@ func (s *server) status(w http.ResponseWriter, r *http.Request) {
 	out := RelayerStatus{AccountID: account, Keys: make([]KeyStatus, len(keys))}
 	for i, pk := range keys {
 		if err := api.CallJSON(r.Context(), s.caller, s.timeout, KindName, ActorID(account, pk), MethodStatus, struct{}{}, &out.Keys[i]); err != nil {
-			api.WriteError(w, err)
+			s.codes.WriteError(w, err)
 			return
 		}
 	}
@@ -255,7 +256,7 @@ func (s *server) status(w http.ResponseWriter, r *http.Request) {
 	if p != nil && p.Budget != nil {
 		var u Usage
 		if err := api.CallJSON(r.Context(), s.caller, s.timeout, BudgetKindName, account, MethodUsage, UsageRequest{Window: p.Budget.Window.Milliseconds()}, &u); err != nil {
-			api.WriteError(w, err)
+			s.codes.WriteError(w, err)
 			return
 		}
 		out.BudgetUsed = &u.Used

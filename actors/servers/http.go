@@ -18,6 +18,7 @@ const defaultRegistry = "default"
 // server answers the registry's HTTP routes: one actor of kind KindName per registry name.
 type server struct {
 	caller actors.Caller
+	codes  *api.Codes // the node's error codes, which the routes answer with
 	cfg    config.Config
 	names  *kit.Enroller // registry names, bounded by --max-registries
 }
@@ -25,7 +26,7 @@ type server struct {
 // routes are the registry's endpoints, the compatibility paths included.
 func routes(env domain.Env, cfg config.Config) []api.Route {
 	caller := env.Caller
-	s := &server{caller: caller, cfg: cfg, names: &kit.Enroller{Caller: caller, Kind: NamesKindName, Namespace: "all",
+	s := &server{caller: caller, codes: env.Codes, cfg: cfg, names: &kit.Enroller{Caller: caller, Kind: NamesKindName, Namespace: "all",
 		What: "server registries", Max: cfg.MaxRegistries, Timeout: cfg.RequestTimeout}}
 	// With --servers-token-file, registrations and heartbeats need that token (the admin
 	// delete keeps the admin token's); reads stay open.
@@ -102,16 +103,16 @@ func (s *server) postLegacy(w http.ResponseWriter, r *http.Request) {
 // it to the registry's actor.
 func (s *server) register(w http.ResponseWriter, r *http.Request, registry string, reg Registration) {
 	if err := reg.Validate(); err != nil {
-		api.WriteError(w, err)
+		s.codes.WriteError(w, err)
 		return
 	}
 	if err := s.names.Enroll(r.Context(), registry); err != nil {
-		api.WriteError(w, err)
+		s.codes.WriteError(w, err)
 		return
 	}
 	var out Registered
 	if err := api.CallJSON(r.Context(), s.caller, s.cfg.RequestTimeout, KindName, registry, MethodRegister, reg, &out); err != nil {
-		api.WriteError(w, err)
+		s.codes.WriteError(w, err)
 		return
 	}
 	status := http.StatusOK
@@ -128,7 +129,7 @@ func (s *server) list(w http.ResponseWriter, r *http.Request, registry string) {
 	}
 	out, err := api.CallRaw(r.Context(), s.caller, s.cfg.RequestTimeout, KindName, registry, MethodList, struct{}{})
 	if err != nil {
-		api.WriteError(w, err)
+		s.codes.WriteError(w, err)
 		return
 	}
 	api.WriteRawJSON(w, http.StatusOK, out) // List
@@ -141,7 +142,7 @@ func (s *server) delete(w http.ResponseWriter, r *http.Request) {
 	}
 	if err := api.CallJSON(r.Context(), s.caller, s.cfg.RequestTimeout, KindName, registry, MethodDelete,
 		Deletion{ServerID: id}, nil); err != nil {
-		api.WriteError(w, err)
+		s.codes.WriteError(w, err)
 		return
 	}
 	w.WriteHeader(http.StatusNoContent)

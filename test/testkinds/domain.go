@@ -19,7 +19,7 @@ const maxBody = 64 << 10
 //	POST /test/{kind}/{id}/{method}
 //
 // whose body (at most 64 KiB) is the Request.Body of a runtime call. It answers 200 with the
-// reply bytes, or the error body of api.WriteError (503 with Retry-After when unavailable).
+// reply bytes, or the error body of api.Codes.WriteError (503 with Retry-After when unavailable).
 func Domain() domain.Domain {
 	return domain.Domain{
 		Name:   "test",
@@ -29,11 +29,11 @@ func Domain() domain.Domain {
 }
 
 func routes(env domain.Env, cfg config.Config) []api.Route {
-	caller := env.Caller
+	caller, codes := env.Caller, env.Codes
 	return []api.Route{{Pattern: "POST /test/{kind}/{id}/{method}", Handler: func(w http.ResponseWriter, r *http.Request) {
 		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
 		if err != nil {
-			api.WriteError(w, &api.Error{Status: http.StatusRequestEntityTooLarge, Code: "body_too_large", Message: err.Error()})
+			api.WriteAPIError(w, &api.Error{Status: http.StatusRequestEntityTooLarge, Code: "body_too_large", Message: err.Error()})
 			return
 		}
 		ctx, cancel := context.WithTimeout(r.Context(), cfg.RequestTimeout)
@@ -41,7 +41,7 @@ func routes(env domain.Env, cfg config.Config) []api.Route {
 		reply, err := caller.Call(ctx, r.PathValue("kind"), r.PathValue("id"),
 			actors.Request{Method: r.PathValue("method"), Body: body})
 		if err != nil {
-			api.WriteError(w, err)
+			codes.WriteError(w, err)
 			return
 		}
 		w.Header().Set("Content-Type", "application/octet-stream")

@@ -8,7 +8,7 @@
 //	POST /test/{kind}/{id}/{method}
 //
 // whose body (at most 64 KiB) is the Request.Body of a runtime call. It answers 200 with the
-// reply bytes, or the error body of api.WriteError (503 with Retry-After when unavailable).
+// reply bytes, or the error body of api.Codes.WriteError (503 with Retry-After when unavailable).
 package main
 
 import (
