@@ -34,19 +34,10 @@ type activation struct {
 	id      string
 	ref     *actRef
 	self    *actor.PID // this activation's process, set at Started, before any message
-	epoch   uint64
 	handler Handler
 
 	dataPrefix []byte
-	overlay    map[string]*overlayEntry
-	seq        uint64
-	pending    *batch
-	inflight   *batch
-	retired    bool
-	// restart, once set, is the answer to every new message: the activation lost track of its
-	// effects (Activate or HandleEffect failed) and retires as soon as nothing it wrote awaits
-	// a commit, so that the next activation reconciles from storage.
-	restart error
+	gate       writeGate // the write path's decisions; the methods below carry them out
 
 	effects effectSet
 
@@ -210,16 +201,7 @@ func (a *activation) dequeued() {
 
 // usable reports why the activation may not run a message, or nil.
 func (a *activation) usable() error {
-	if a.restart != nil {
-		return a.restart
-	}
-	if a.retired {
-		return NotApplied("actor %s/%s is restarting after a failed commit", a.kind.Name, a.id)
-	}
-	if a.part.currentEpoch() != a.epoch {
-		return NotApplied("partition %d is no longer led by this node", a.part.id)
-	}
-	return nil
+	return a.gate.usable(a.part.currentEpoch(), a.kind.Name, a.id, a.part.id)
 }
 
 func (a *activation) newContext() *Context {
@@ -268,20 +250,16 @@ func (a *activation) activate(c actor.Context) {
 	a.settle(c)
 }
 
-// restartAfter marks the activation for restart (see activation.restart).
-func (a *activation) restartAfter(cause error) {
-	if a.restart == nil {
-		a.restart = NotApplied("actor %s/%s is restarting: %v", a.kind.Name, a.id, cause)
-	}
-}
+// restartAfter marks the activation for restart (see writeGate.restart).
+func (a *activation) restartAfter(cause error) { a.gate.restartAfter(a.kind.Name, a.id, cause) }
 
 // settle ends every message: it proposes the pending batch when due, and retires an
 // activation marked for restart once nothing it wrote awaits a commit. Retiring earlier could
 // let the next activation read state that a batch still in flight is about to change.
 func (a *activation) settle(c actor.Context) {
 	a.maybePropose(c)
-	if a.restart != nil && !a.retired && a.pending == nil && a.inflight == nil {
-		a.fail(c, a.restart)
+	if a.gate.dueRestart() {
+		a.fail(c, a.gate.restart)
 	}
 }
 
@@ -305,38 +283,7 @@ func (a *activation) stage(ctx *Context, reply func(error)) {
 	if len(ctx.effects) > 0 {
 		reply = a.effects.gate(ctx.effects, reply)
 	}
-	switch {
-	case len(ctx.writes) > 0:
-		if a.pending == nil {
-			a.pending = &batch{}
-		}
-		b := a.pending
-		for _, w := range ctx.writes {
-			a.seq++
-			op := persistence.Op{Key: w.key, Value: w.value, Delete: w.deleted}
-			// Later writes of the same key in the batch replace earlier ones in place.
-			if e := a.overlay[string(w.key)]; e != nil && e.batch == b {
-				e.value, e.deleted, e.seq = w.value, w.deleted, a.seq
-				b.ops[e.pos], b.seqs[e.pos] = op, a.seq
-			} else {
-				a.overlay[string(w.key)] = &overlayEntry{value: w.value, deleted: w.deleted, seq: a.seq, batch: b, pos: len(b.ops)}
-				b.ops = append(b.ops, op)
-				b.seqs = append(b.seqs, a.seq)
-			}
-			if !w.deleted && len(w.key) > 0 && w.key[0] == secIndex {
-				b.setsAlarm = true
-			}
-		}
-		b.messages++
-		b.time = max(b.time, ctx.now)
-		b.held = append(b.held, reply)
-	case a.pending != nil:
-		a.pending.held = append(a.pending.held, reply) // not proposed yet: no other goroutine sees it
-	case a.inflight != nil:
-		if !a.inflight.hold(reply) {
-			reply(nil) // the writes it read have committed
-		}
-	default:
+	if a.gate.stage(ctx.writes, ctx.now, reply) == needsLeader {
 		a.part.grp.Load().reads.wait(reply)
 	}
 }
@@ -353,17 +300,13 @@ func (a *activation) stageUnanswered(ctx *Context) {
 // messages are queued or the batch is full (or the activation restarts: the queued messages
 // will be refused, so the batch cannot grow).
 func (a *activation) maybePropose(c actor.Context) {
-	b := a.pending
-	if b == nil || a.inflight != nil || a.retired {
+	b := a.gate.next(a.ref.queued.Load() > 0, a.rt.opts.MaxBatchMessages)
+	if b == nil {
 		return
 	}
-	if a.restart == nil && a.ref.queued.Load() > 0 && len(b.held) < a.rt.opts.MaxBatchMessages {
-		return // the next message will propose; the batch grows meanwhile
-	}
-	a.pending, a.inflight = nil, b
 	b.proposed = time.Now()
 	self, root := c.Self(), a.rt.system.Root
-	a.part.grp.Load().proposer.submit(a.part, b, a.epoch, func(err error) {
+	a.part.grp.Load().proposer.submit(a.part, b, a.gate.epoch, func(err error) {
 		b.err = err
 		b.finished.Store(true)
 		if err == nil {
@@ -376,34 +319,22 @@ func (a *activation) maybePropose(c actor.Context) {
 // takeCommit handles the in-flight batch's commit outcome if it is already known (see
 // batch.finished); its commitDone, arriving later, is then ignored.
 func (a *activation) takeCommit(c actor.Context) {
-	if b := a.inflight; b != nil && b.finished.Load() {
+	if b := a.gate.inflight; b != nil && b.finished.Load() {
 		a.committed(c, &commitDone{b: b, err: b.err})
 	}
 }
 
 func (a *activation) committed(c actor.Context, m *commitDone) {
-	if m.b != a.inflight {
-		return // the activation already failed this batch when it retired
-	}
-	if m.err != nil {
-		// The cause stays visible to errors.Is (persistence.ErrDiskLow, for one).
-		err := fmt.Errorf("%w: commit failed: %w", ErrUnavailable, m.err)
-		if errors.Is(m.err, ErrNotApplied) { // fenced before it was proposed
-			err = notApplied(err)
-		}
-		a.fail(c, err)
+	current, failure := a.gate.committed(m.b, m.err)
+	switch {
+	case !current:
+		return
+	case failure != nil:
+		a.fail(c, failure)
 		return
 	}
-	a.inflight = nil
-	b := m.b
-	a.rt.metrics.commitLatency.Observe(time.Since(b.proposed).Seconds())
-	for i, op := range b.ops {
-		if e, ok := a.overlay[string(op.Key)]; ok && e.seq == b.seqs[i] {
-			delete(a.overlay, string(op.Key))
-		}
-	}
-	b.release(nil) // normally done already by the commit callback
-	if b.setsAlarm {
+	a.rt.metrics.commitLatency.Observe(time.Since(m.b.proposed).Seconds())
+	if m.b.setsAlarm {
 		a.part.alarmSet()
 	}
 	a.settle(c)
@@ -415,20 +346,11 @@ func (a *activation) committed(c actor.Context, m *commitDone) {
 // reads committed state) and answers anything still queued with err.
 func (a *activation) fail(c actor.Context, err error) {
 	a.effects.close()
-	// Out of the registry before any reply is released: a caller that sees its failure and
-	// sends again reaches a fresh activation, not this retiring one.
-	first := !a.retired
+	first := a.gate.retire()
 	if first {
-		a.retired = true
-		a.part.forget(a)
+		a.part.forget(a) // before any reply is released (writeGate.retire)
 	}
-	if a.inflight != nil {
-		a.inflight.release(err)
-	}
-	if a.pending != nil {
-		a.pending.release(notApplied(err))
-	}
-	a.inflight, a.pending, a.overlay = nil, nil, map[string]*overlayEntry{}
+	a.gate.failAll(err)
 	if first {
 		c.Send(c.Self(), stopSelf{})
 	}
@@ -438,8 +360,8 @@ func (a *activation) fail(c actor.Context, err error) {
 type stopSelf struct{}
 
 func (a *activation) maybePassivate(c actor.Context) {
-	if a.pending == nil && a.inflight == nil && a.effects.idle() && a.part.forgetIfIdle(a) {
-		a.retired = true
+	if a.gate.idle() && a.effects.idle() && a.part.forgetIfIdle(a) {
+		a.gate.retire()
 		a.rt.metrics.passivations.WithLabelValues(a.kind.Name).Inc()
 		c.Stop(c.Self())
 		return

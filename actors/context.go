@@ -217,8 +217,8 @@ func (c *Context) get(key []byte) ([]byte, bool, error) {
 		w := c.writes[i]
 		return w.value, !w.deleted, nil
 	}
-	if e, ok := c.act.overlay[string(key)]; ok {
-		return e.value, !e.deleted, nil
+	if v, deleted, ok := c.act.gate.read(key); ok {
+		return v, !deleted, nil
 	}
 	v, ok, err := c.act.rt.store.Get(c.act.part.id, key)
 	if err != nil {
@@ -232,7 +232,7 @@ func (c *Context) get(key []byte) ([]byte, bool, error) {
 func (c *Context) scan(lo, hi []byte, reverse bool, fn func(k, v []byte) bool) error {
 	// Uncommitted entries in range, newest layer winning, sorted in scan order.
 	pending := map[string]write{}
-	for k, e := range c.act.overlay {
+	for k, e := range c.act.gate.overlay {
 		if k >= string(lo) && k < string(hi) {
 			pending[k] = write{key: []byte(k), value: e.value, deleted: e.deleted}
 		}

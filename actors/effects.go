@@ -139,7 +139,7 @@ func (s *effectSet) enqueue(fx []*effect) {
 	rt, met := s.act.rt, s.act.kind.effects
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.closed || s.act.part.currentEpoch() != s.act.epoch {
+	if s.closed || s.act.part.currentEpoch() != s.act.gate.epoch {
 		// The activation stopped, or is about to (its partition is led by another epoch):
 		// the next one reconciles from storage.
 		s.unfinished -= len(fx)

@@ -80,10 +80,10 @@ func (p *partition) deliver(kind *kindEntry, id string, msg any) (wait <-chan st
 	if ref == nil {
 		ref = &actRef{}
 		a := &activation{
-			rt: p.rt, part: p, kind: kind, id: id, ref: ref, epoch: p.currentEpoch(),
+			rt: p.rt, part: p, kind: kind, id: id, ref: ref,
 			handler:    kind.New(id),
 			dataPrefix: actorPrefix(secData, kind.Name, id),
-			overlay:    map[string]*overlayEntry{},
+			gate:       newWriteGate(p.currentEpoch()),
 		}
 		a.effects.act = a
 		p.rt.live.Add(1) // Done when the actor has stopped

@@ -40,12 +40,18 @@ func (g *readGate) verify() {
 			return
 		}
 		g.mu.Unlock()
-		var err error
-		if verr := g.grp.rt.repl.VerifyLeader(g.grp.span.ID).Error(); verr != nil {
-			err = NotApplied("raft group %d: this node could not confirm it still leads: %v", g.grp.span.ID, verr)
-		}
+		err := unconfirmed(g.grp.span.ID, g.grp.rt.repl.VerifyLeader(g.grp.span.ID).Error())
 		for _, done := range group {
 			done(err)
 		}
 	}
+}
+
+// unconfirmed is the answer of the replies a leadership check covered: nil when it confirmed
+// the leadership; not applied otherwise (they wrote nothing, so sending again is safe).
+func unconfirmed(group uint32, verr error) error {
+	if verr == nil {
+		return nil
+	}
+	return NotApplied("raft group %d: this node could not confirm it still leads: %v", group, verr)
 }
