@@ -4,7 +4,7 @@ STATICCHECK ?= $(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2
 FUZZTIME    ?= 10s
 
 # Packages whose tests run under the race detector (the concurrent core).
-RACE_PKGS := ./actors/... ./pki/... ./persistence/... ./cluster/... ./config/... ./client/... ./near/... ./test/fakenear/... ./test/fakearweave/...
+RACE_PKGS := ./actors/... ./services/... ./pki/... ./persistence/... ./cluster/... ./config/... ./client/... ./near/... ./test/fakenear/... ./test/fakearweave/...
 
 .PHONY: all build run test test-unit test-ts test-crash test-script fuzz lint bench bench-cluster bench-scale clean cluster cluster-stop cluster-restart proto
 
@@ -32,7 +32,7 @@ test: lint test-unit test-crash test-script test-ts fuzz
 
 test-unit:
 	$(GO) test -race -count=1 $(RACE_PKGS)
-	$(GO) test -count=1 ./api/... ./domain/... ./domains/... ./buildinfo/... ./ident/... ./node/... ./cmd/... ./bench/... ./arweave/... ./cid/... ./tlog/...
+	$(GO) test -count=1 ./api/... ./ops/... ./buildinfo/... ./ident/... ./node/... ./cmd/... ./bench/... ./arweave/... ./cid/... ./tlog/...
 	$(GO) test -count=1 ./test/deploy/
 
 # The TypeScript client (clients/typescript) against a real node with the fake NEAR and Arweave
@@ -64,6 +64,7 @@ lint:
 	  if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
 	$(STATICCHECK) ./...
+	$(GO) test -count=1 ./test/layers/
 
 # Go benchmarks of the runtime on real Raft + Pebble (one node), then the load benchmark
 # (bench/cmd/skbench): a fresh one-node shardkeeper under the domain workloads at 1, 16, 64
@@ -146,7 +147,7 @@ ans104-crosscheck:
 .PHONY: arweave-crosscheck
 arweave-crosscheck:
 	cd test/fakearweave/crosscheck && npm ci
-	SHARDKEEPER_ARWEAVE_CROSSCHECK=1 $(GO) test -count=1 -run CrossCheck -v ./test/fakearweave ./actors/chain
+	SHARDKEEPER_ARWEAVE_CROSSCHECK=1 $(GO) test -count=1 -run CrossCheck -v ./test/fakearweave ./services/chain
 
 .PHONY: near-vectors
 near-vectors:

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/shardkeeper/shardkeeper/api"
+	"github.com/shardkeeper/shardkeeper/ops"
 	"github.com/shardkeeper/shardkeeper/test/await"
 )
 
@@ -340,7 +341,7 @@ func TestServerTimeoutsEndSlowClients(t *testing.T) {
 func TestShed(t *testing.T) {
 	release := make(chan struct{})
 	entered := make(chan struct{}, 2)
-	addr, _, _ := guardedServer(t, 0, long, api.Shed(2, api.IsOps, blocking(entered, release)))
+	addr, _, _ := guardedServer(t, 0, long, api.Shed(2, ops.IsHealthCheck, blocking(entered, release)))
 	ended := make(chan error, 2)
 	for range 2 {
 		go func() {
@@ -383,7 +384,7 @@ func TestShed(t *testing.T) {
 // A request whose body is still arriving holds no place in Shed's bound: with a bound of one,
 // a client trickling its body does not keep others out.
 func TestShedCountsRequestsOnceTheirBodyIsRead(t *testing.T) {
-	h := api.Shed(1, api.IsOps, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	h := api.Shed(1, ops.IsHealthCheck, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		b, _ := io.ReadAll(r.Body)
 		w.Write(b)
 	}))

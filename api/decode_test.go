@@ -13,8 +13,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/shardkeeper/shardkeeper/api"
 	"github.com/shardkeeper/shardkeeper/config"
-	"github.com/shardkeeper/shardkeeper/domain"
-	"github.com/shardkeeper/shardkeeper/domains"
+	"github.com/shardkeeper/shardkeeper/node"
+	"github.com/shardkeeper/shardkeeper/services/all"
 )
 
 // goWords match what only Go would say: a package-qualified type (oracle.IssueRequest), the
@@ -91,7 +91,7 @@ func TestDecodeErrorsSayWhatIsExpected(t *testing.T) {
 func TestRequestBodyOfWrongTypeInAPIWords(t *testing.T) {
 	cfg := config.Default()
 	cfg.AdminToken = "secret"
-	mux, err := domain.NewMux(nil, prometheus.NewRegistry(), domains.All(), refusingCaller{}, cfg)
+	mux, err := node.NewMux(nil, prometheus.NewRegistry(), all.Services(), refusingCaller{}, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,8 +13,8 @@ import (
 	"github.com/shardkeeper/shardkeeper/actors"
 	"github.com/shardkeeper/shardkeeper/api"
 	"github.com/shardkeeper/shardkeeper/config"
-	"github.com/shardkeeper/shardkeeper/domain"
-	"github.com/shardkeeper/shardkeeper/domains"
+	"github.com/shardkeeper/shardkeeper/node"
+	"github.com/shardkeeper/shardkeeper/services/all"
 )
 
 // refusingCaller answers every actor call with a domain "not found", so that any response
@@ -63,7 +63,7 @@ func FuzzRequestDecoding(f *testing.F) {
 	f.Add(uint8(12), "x", bytes.Repeat([]byte(" "), api.MaxBody+1))
 	cfg := config.Default()
 	cfg.AdminToken = "secret"
-	mux, err := domain.NewMux(nil, prometheus.NewRegistry(), domains.All(), refusingCaller{}, cfg)
+	mux, err := node.NewMux(nil, prometheus.NewRegistry(), all.Services(), refusingCaller{}, cfg)
 	if err != nil {
 		f.Fatal(err)
 	}

@@ -17,7 +17,7 @@ import (
 	"time"
 
 	"github.com/shardkeeper/shardkeeper/actors"
-	"github.com/shardkeeper/shardkeeper/actors/kit"
+	"github.com/shardkeeper/shardkeeper/ident"
 )
 
 // MaxBody is the largest request body accepted (413 body_too_large beyond it).
@@ -112,20 +112,20 @@ func decodeError(err error, dst any) string {
 	case errors.As(err, &syntax):
 		// The decoder's words ("invalid character 'x' looking for beginning of value") are
 		// JSON's; the offset tells where.
-		return fmt.Sprintf("request body is not valid JSON: %s (at byte %d)", kit.Clip(syntax.Error()), syntax.Offset)
+		return fmt.Sprintf("request body is not valid JSON: %s (at byte %d)", ident.Clip(syntax.Error()), syntax.Offset)
 	case errors.As(err, &typ):
 		got := jsonValueWord(typ.Value, typ.Type)
 		if typ.Field == "" {
 			return fmt.Sprintf("request body must be %s, not %s", jsonKind(typ.Type), got)
 		}
-		return fmt.Sprintf("field %s must be %s, not %s", kit.Quote(typ.Field), jsonKind(typ.Type), got)
+		return fmt.Sprintf("field %s must be %s, not %s", ident.Quote(typ.Field), jsonKind(typ.Type), got)
 	}
 	if f, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
 		// The client's own field name, clipped.
-		return "unknown field " + kit.Clip(f)
+		return "unknown field " + ident.Clip(f)
 	}
 	// A field type's own decoder (a base64 string, an amount): its message is ours.
-	return "invalid JSON body: " + kit.Clip(strings.TrimPrefix(err.Error(), "json: "))
+	return "invalid JSON body: " + ident.Clip(strings.TrimPrefix(err.Error(), "json: "))
 }
 
 // jsonKind names the JSON value that decodes into t: "a JSON object", "a string", ….

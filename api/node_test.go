@@ -1,14 +1,14 @@
 package api_test
 
 import (
-	"github.com/shardkeeper/shardkeeper/config"
 	"io"
 	"net/http"
 	"strings"
 	"testing"
 
 	"github.com/shardkeeper/shardkeeper/api"
-	"github.com/shardkeeper/shardkeeper/api/apitest"
+	"github.com/shardkeeper/shardkeeper/config"
+	"github.com/shardkeeper/shardkeeper/node/apitest"
 )
 
 // A node answers unknown paths and methods in the JSON error format, serves its OpenAPI

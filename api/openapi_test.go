@@ -1,16 +1,12 @@
 package api_test
 
 import (
-	"go/ast"
-	"go/parser"
-	"go/token"
 	"maps"
 	"net/http"
 	"net/http/httptest"
 	"reflect"
 	"regexp"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 
@@ -18,8 +14,10 @@ import (
 	"github.com/shardkeeper/shardkeeper/api"
 	"github.com/shardkeeper/shardkeeper/cluster"
 	"github.com/shardkeeper/shardkeeper/config"
-	"github.com/shardkeeper/shardkeeper/domain"
-	"github.com/shardkeeper/shardkeeper/domains"
+	"github.com/shardkeeper/shardkeeper/node"
+	"github.com/shardkeeper/shardkeeper/ops"
+	"github.com/shardkeeper/shardkeeper/services"
+	"github.com/shardkeeper/shardkeeper/services/all"
 	"go.yaml.in/yaml/v3"
 )
 
@@ -60,54 +58,12 @@ func operations(doc openAPIDoc) map[string]bool {
 	return ops
 }
 
-// opsPatterns are the patterns api.RegisterOps registers, read from its source: every
-// Handle and HandleFunc call on its mux. A pattern that is not a string literal cannot be read
-// and fails the test.
-func opsPatterns(t *testing.T) []string {
-	t.Helper()
-	f, err := parser.ParseFile(token.NewFileSet(), "ops.go", nil, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var patterns []string
-	for _, d := range f.Decls {
-		fn, ok := d.(*ast.FuncDecl)
-		if !ok || fn.Name.Name != "RegisterOps" || fn.Recv != nil {
-			continue
-		}
-		mux := fn.Type.Params.List[0].Names[0].Name
-		ast.Inspect(fn.Body, func(n ast.Node) bool {
-			call, ok := n.(*ast.CallExpr)
-			if !ok {
-				return true
-			}
-			sel, ok := call.Fun.(*ast.SelectorExpr)
-			if !ok || (sel.Sel.Name != "Handle" && sel.Sel.Name != "HandleFunc") {
-				return true
-			}
-			if x, ok := sel.X.(*ast.Ident); !ok || x.Name != mux {
-				return true
-			}
-			lit, ok := call.Args[0].(*ast.BasicLit)
-			p, err := strconv.Unquote(litValue(lit))
-			if !ok || lit.Kind != token.STRING || err != nil {
-				t.Fatalf("api.RegisterOps registers a route whose pattern is not a string literal; this test reads them from ops.go")
-			}
-			patterns = append(patterns, p)
-			return true
-		})
-	}
-	if len(patterns) == 0 {
-		t.Fatal("found no route of api.RegisterOps in ops.go")
-	}
-	return patterns
-}
+// opsPatterns lists the patterns ops.Register registers.
+type opsPatterns []string
 
-func litValue(l *ast.BasicLit) string {
-	if l == nil {
-		return ""
-	}
-	return l.Value
+func (p *opsPatterns) Handle(pattern string, _ http.Handler) { *p = append(*p, pattern) }
+func (p *opsPatterns) HandleFunc(pattern string, _ func(http.ResponseWriter, *http.Request)) {
+	*p = append(*p, pattern)
 }
 
 var wildcard = regexp.MustCompile(`\{[^}]*\}`)
@@ -120,20 +76,22 @@ func resolve(mux *http.ServeMux, pattern string) string {
 	return got
 }
 
-// The routes of the node — api.RegisterOps', GET /openapi.yaml and every domain's the binary
+// The routes of the node — ops.Register's, GET /openapi.yaml and every domain's the binary
 // serves, each checked to be live on the mux the node builds — are exactly the operations of
 // openapi.yaml.
 func TestOpenAPIDescribesEveryRoute(t *testing.T) {
 	cfg := config.Default()
-	mux, err := domain.NewMux(nil, prometheus.NewRegistry(), domains.All(), nil, cfg)
+	mux, err := node.NewMux(nil, prometheus.NewRegistry(), all.Services(), nil, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	served := map[string]bool{api.OpenAPIRoute().Pattern: true}
-	for _, p := range opsPatterns(t) {
+	var registered opsPatterns
+	ops.Register(&registered, nil, nil, "")
+	for _, p := range registered {
 		served[p] = true
 	}
-	for _, r := range domain.Routes(domains.All(), domain.Env{}, cfg) {
+	for _, r := range services.Routes(all.Services(), services.Env{}, cfg) {
 		served[r.Pattern] = true
 	}
 	for p := range served {
@@ -158,7 +116,7 @@ func TestOpenAPIDescribesEveryRoute(t *testing.T) {
 // the Error schema, and the enum has no other.
 func TestOpenAPIListsEveryErrorCode(t *testing.T) {
 	codes := api.CoreCodes().Map()
-	for _, d := range domains.All() {
+	for _, d := range all.Services() {
 		maps.Copy(codes, d.Codes)
 	}
 	want := slices.Sorted(maps.Keys(codes))
@@ -205,8 +163,8 @@ func TestOpenAPIClusterBody(t *testing.T) {
 		doc  schema
 		typ  reflect.Type
 	}{
-		{"cluster", clusterDoc, reflect.TypeFor[api.ClusterStatus]()},
-		{"member", resolveRef(*clusterDoc.Properties["members"].Items), reflect.TypeFor[api.Member]()},
+		{"cluster", clusterDoc, reflect.TypeFor[ops.ClusterStatus]()},
+		{"member", resolveRef(*clusterDoc.Properties["members"].Items), reflect.TypeFor[ops.Member]()},
 		{"partition", resolveRef(*clusterDoc.Properties["partitions"].Items), reflect.TypeFor[cluster.PartitionStatus]()},
 	} {
 		if got, want := propertyNames(c.doc), jsonFields(c.typ); !slices.Equal(got, want) {

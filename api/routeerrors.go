@@ -3,7 +3,7 @@ package api
 import (
 	"net/http"
 
-	"github.com/shardkeeper/shardkeeper/actors/kit"
+	"github.com/shardkeeper/shardkeeper/ident"
 )
 
 // RouteErrors answers the mux's own refusals in the contract's JSON error format: an unknown
@@ -31,11 +31,11 @@ func (w *routeErrorWriter) WriteHeader(code int) {
 		return
 	}
 	w.replaced = true
-	path := kit.Quote(w.r.URL.Path)
+	path := ident.Quote(w.r.URL.Path)
 	e := Errorf(http.StatusNotFound, "not_found", "no route for %s", path)
 	if code == http.StatusMethodNotAllowed {
 		e = Errorf(code, "method_not_allowed", "%s is not allowed on %s; allowed: %s",
-			kit.Quote(w.r.Method), path, w.Header().Get("Allow"))
+			ident.Quote(w.r.Method), path, w.Header().Get("Allow"))
 	}
 	w.Header().Del("X-Content-Type-Options")
 	WriteAPIError(w.ResponseWriter, e)

@@ -19,14 +19,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/shardkeeper/shardkeeper/actors/device"
-	"github.com/shardkeeper/shardkeeper/actors/servers"
 	"github.com/shardkeeper/shardkeeper/bench/internal/httpconn"
 	"github.com/shardkeeper/shardkeeper/bench/internal/load"
 	"github.com/shardkeeper/shardkeeper/bench/internal/workload"
 	"github.com/shardkeeper/shardkeeper/client"
 	"github.com/shardkeeper/shardkeeper/config"
 	"github.com/shardkeeper/shardkeeper/node/nodetest"
+	"github.com/shardkeeper/shardkeeper/services/device"
+	"github.com/shardkeeper/shardkeeper/services/servers"
 )
 
 // startNode starts a one-node server as skbench does (16 partitions, limits out of reach)

@@ -12,11 +12,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/shardkeeper/shardkeeper/actors/chain"
 	"github.com/shardkeeper/shardkeeper/arweave"
 	"github.com/shardkeeper/shardkeeper/client"
 	"github.com/shardkeeper/shardkeeper/config"
 	"github.com/shardkeeper/shardkeeper/node/nodetest"
+	"github.com/shardkeeper/shardkeeper/services/chain"
 	"github.com/shardkeeper/shardkeeper/test/await"
 	"github.com/shardkeeper/shardkeeper/test/fakearweave"
 	"github.com/shardkeeper/shardkeeper/tlog"

@@ -15,10 +15,10 @@ import (
 	"time"
 
 	"github.com/shardkeeper/shardkeeper/actors"
-	"github.com/shardkeeper/shardkeeper/actors/chain"
-	"github.com/shardkeeper/shardkeeper/actors/device"
-	"github.com/shardkeeper/shardkeeper/actors/oracle"
-	"github.com/shardkeeper/shardkeeper/actors/servers"
+	"github.com/shardkeeper/shardkeeper/services/chain"
+	"github.com/shardkeeper/shardkeeper/services/device"
+	"github.com/shardkeeper/shardkeeper/services/oracle"
+	"github.com/shardkeeper/shardkeeper/services/servers"
 	"github.com/shardkeeper/shardkeeper/test/await"
 )
 

@@ -6,7 +6,7 @@
 // exactly, e.g. `attest-nonce-ttl: 5m`). When a setting comes from several sources the flag wins
 // over the environment, the environment over the file, and the file over the default.
 //
-// The core settings are the fields of Config. A domain declares its own settings as a Section
+// The core settings are the fields of Config. A service declares its own settings as a Section
 // of a typed struct of its own; Load parses them exactly like the core ones and keeps them in
 // the Config it returns.
 //

@@ -13,7 +13,7 @@ type Group interface {
 	options(ptr any) []Option
 }
 
-// Section is a group of settings with a typed struct T of its own, such as one domain's limits.
+// Section is a group of settings with a typed struct T of its own, such as one service's limits.
 // Its options are declared once, bound to the fields of a T; Load parses them exactly like the
 // core settings (flags, SHARDKEEPER_* environment, the YAML file, checks), and the result is
 // kept in the Config, where Get reads it. A Config that never held the section (Default, or

@@ -1,5 +1,6 @@
 // Package ident holds the identifier syntax of the contract (API.md): registry names, server
-// ids, org ids, device ids, nonces and request ids are 1 to N characters of A-Z a-z 0-9 _ -.
+// ids, org ids, device ids, nonces and request ids are 1 to N characters of A-Z a-z 0-9 _ -;
+// and how an error message repeats client input (Quote, Clip).
 //
 // The checks run on every request, so they are a table lookup per byte rather than a regular
 // expression (which cost over 1% of the CPU of the nonce path).

@@ -10,9 +10,8 @@ import (
 	"net/http/pprof"
 	"time"
 
-	"github.com/shardkeeper/shardkeeper/actors/kit"
 	"github.com/shardkeeper/shardkeeper/api"
-	"github.com/shardkeeper/shardkeeper/domain"
+	"github.com/shardkeeper/shardkeeper/ident"
 )
 
 // startDebug serves Go's profiles (net/http/pprof) on addr, a listener of its own so that
@@ -47,7 +46,7 @@ func registerProfiles(mux *http.ServeMux) {
 		pprof.Index(w, r)
 	})
 	mux.HandleFunc("/debug/pprof/cmdline", func(w http.ResponseWriter, r *http.Request) {
-		api.WriteAPIError(w, api.Errorf(http.StatusNotFound, "not_found", "no route for %s", kit.Quote(r.URL.Path)))
+		api.WriteAPIError(w, api.Errorf(http.StatusNotFound, "not_found", "no route for %s", ident.Quote(r.URL.Path)))
 	})
 	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
 	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
@@ -73,9 +72,9 @@ func profilesIndex(w http.ResponseWriter, r *http.Request) {
 	_, _ = w.Write(out.Bytes())
 }
 
-// startAdmin serves the operator's routes of mux (domain.Mux.Admin) and Go's profiles on
+// startAdmin serves the operator's routes of mux (Mux.Admin) and Go's profiles on
 // addr (--admin-addr), with the public listener's timeouts.
-func (n *Node) startAdmin(addr string, mux *domain.Mux, t api.ServerTimeouts) error {
+func (n *Node) startAdmin(addr string, mux *Mux, t api.ServerTimeouts) error {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return fmt.Errorf("admin listener on %s: %w", addr, err)

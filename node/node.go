@@ -30,9 +30,10 @@ import (
 	"github.com/shardkeeper/shardkeeper/buildinfo"
 	"github.com/shardkeeper/shardkeeper/cluster"
 	"github.com/shardkeeper/shardkeeper/config"
-	"github.com/shardkeeper/shardkeeper/domain"
+	"github.com/shardkeeper/shardkeeper/ops"
 	"github.com/shardkeeper/shardkeeper/persistence"
 	"github.com/shardkeeper/shardkeeper/pki"
+	"github.com/shardkeeper/shardkeeper/services"
 	"google.golang.org/grpc"
 )
 
@@ -67,10 +68,10 @@ type Node struct {
 
 // Options extend a node beyond its configuration.
 type Options struct {
-	// Domains are what the node serves: their actor kinds run in the runtime, their routes
+	// Services are what the node serves: their actor kinds run in the runtime, their routes
 	// answer on the HTTP mux, their settings are read from the config.
-	Domains []domain.Domain
-	Logger  *slog.Logger
+	Services []services.Service
+	Logger   *slog.Logger
 }
 
 // Start opens storage, starts every Raft group, gossip, the runtime and routing, and serves
@@ -150,7 +151,7 @@ func Start(cfg config.Config, opts Options) (n *Node, err error) {
 	if n.runtime, err = actors.New(actors.Options{
 		Store: n.store, Replicator: host, Partitions: cfg.Partitions, Groups: host.Groups(), Registerer: n.registry, System: n.system,
 		Logger: logger, RequestTimeout: cfg.RequestTimeout, IdleTimeout: cfg.ActorIdleTimeout,
-	}, domain.Kinds(opts.Domains, cfg, domain.Env{Caller: &n.caller, Registerer: n.registry})...); err != nil {
+	}, services.Kinds(opts.Services, cfg, services.Env{Caller: &n.caller, Registerer: n.registry})...); err != nil {
 		return nil, err
 	}
 	// The runtime hears of every split before the group it creates can report a leader;
@@ -201,7 +202,7 @@ func Start(cfg config.Config, opts Options) (n *Node, err error) {
 	}
 
 	n.caller.Set(n.router)
-	mux, err := domain.NewMux(n, n.registry, opts.Domains, n.router, cfg)
+	mux, err := NewMux(n, n.registry, opts.Services, n.router, cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -219,14 +220,14 @@ func Start(cfg config.Config, opts Options) (n *Node, err error) {
 		burst = cfg.RateLimit
 	}
 	// Outermost, the metrics count the requests shed or limited too (route "unmatched").
-	handler, err := api.Instrument(n.registry, api.RateLimit(float64(cfg.RateLimit), burst, api.IsOps,
-		api.Shed(cfg.HTTPMaxInFlight, api.IsOps, api.RouteErrors(public))))
+	handler, err := api.Instrument(n.registry, api.RateLimit(float64(cfg.RateLimit), burst, ops.IsHealthCheck,
+		api.Shed(cfg.HTTPMaxInFlight, ops.IsHealthCheck, api.RouteErrors(public))))
 	if err != nil {
 		return nil, err
 	}
 	// Outside the instruments: it hands the request on with a new context, and they read the
 	// pattern the mux records in the request it was given.
-	handler = api.LeaderHint(handler)
+	handler = leaderHint(handler)
 	guard := api.NewConnGuard(cfg.HTTPMaxConns)
 	n.http = &http.Server{Handler: n.drainAware(handler), ConnState: guard.ConnState}
 	timeouts.Apply(n.http)
@@ -429,23 +430,23 @@ func (n *Node) HTTPAddr() string { return n.ln.Addr().String() }
 // Store is the node's storage.
 func (n *Node) Store() *persistence.Store { return n.store }
 
-// NodeID implements api.ClusterView.
+// NodeID implements ops.ClusterView.
 func (n *Node) NodeID() string { return n.cfg.NodeID }
 
-// Members implements api.ClusterView.
-func (n *Node) Members() []api.Member {
-	var out []api.Member
+// Members implements ops.ClusterView.
+func (n *Node) Members() []ops.Member {
+	var out []ops.Member
 	for _, m := range n.membership.Members() {
-		out = append(out, api.Member{NodeID: m.ID, ServerID: m.ServerID, State: m.State,
+		out = append(out, ops.Member{NodeID: m.ID, ServerID: m.ServerID, State: m.State,
 			StateSince: m.Since.UnixMilli(), HTTPAddr: m.HTTP, DiskLow: m.DiskLow, Leaving: m.Retiring && !m.Gone()})
 	}
 	return out
 }
 
-// Partitions implements api.ClusterView.
+// Partitions implements ops.ClusterView.
 func (n *Node) Partitions() []cluster.PartitionStatus { return n.directory.Status() }
 
-// Routes implements api.ClusterView.
+// Routes implements ops.ClusterView.
 func (n *Node) Routes() cluster.Routes { return n.directory.Routes() }
 
 // drainAware closes every connection after its response while the node drains, so that no
@@ -460,7 +461,7 @@ func (n *Node) drainAware(h http.Handler) http.Handler {
 	})
 }
 
-// Ready implements api.ClusterView.
+// Ready implements ops.ClusterView.
 func (n *Node) Ready() error {
 	if n.draining.Load() {
 		return errors.New("node is shutting down")
@@ -479,20 +480,20 @@ func (n *Node) Ready() error {
 	return nil
 }
 
-// KeyStatus is the gossip keyring of every member (api.GossipKeys).
+// KeyStatus is the gossip keyring of every member (ops.GossipKeys).
 func (n *Node) KeyStatus(op string, key []byte) []cluster.KeyStatus {
 	return n.membership.KeyStatus(op, key)
 }
 
-// ChangeKey changes the gossip keyring of every member (api.GossipKeys).
+// ChangeKey changes the gossip keyring of every member (ops.GossipKeys).
 func (n *Node) ChangeKey(ctx context.Context, op string, key []byte) ([]cluster.KeyStatus, bool, error) {
 	return n.membership.ChangeKey(ctx, op, key)
 }
 
-// StateHashes implements api.ClusterView: each partition's hash, with its group's applied
+// StateHashes implements ops.ClusterView: each partition's hash, with its group's applied
 // index.
-func (n *Node) StateHashes() ([]api.PartitionHash, error) {
-	out := make([]api.PartitionHash, 0, n.cfg.Partitions)
+func (n *Node) StateHashes() ([]ops.PartitionHash, error) {
+	out := make([]ops.PartitionHash, 0, n.cfg.Partitions)
 	for _, g := range n.host.Spans() {
 		idx, sums, err := n.host.StateHashes(g.ID)
 		if err != nil {
@@ -502,11 +503,11 @@ func (n *Node) StateHashes() ([]api.PartitionHash, error) {
 			// A group lagging behind a split still hashes the partitions it gave away; the
 			// group holding them here speaks for them.
 			if p := g.First + uint32(i); n.host.Owner(p) == g.ID {
-				out = append(out, api.PartitionHash{ID: p, AppliedIndex: idx, Hash: hex.EncodeToString(sum[:])})
+				out = append(out, ops.PartitionHash{ID: p, AppliedIndex: idx, Hash: hex.EncodeToString(sum[:])})
 			}
 		}
 	}
-	slices.SortFunc(out, func(a, b api.PartitionHash) int { return cmp.Compare(a.ID, b.ID) })
+	slices.SortFunc(out, func(a, b ops.PartitionHash) int { return cmp.Compare(a.ID, b.ID) })
 	return out, nil
 }
 

@@ -12,15 +12,15 @@ import (
 	"time"
 
 	"github.com/shardkeeper/shardkeeper/config"
-	"github.com/shardkeeper/shardkeeper/domain"
+	"github.com/shardkeeper/shardkeeper/services"
 )
 
 // Serve is a process's whole life as a node: it parses args (flags, SHARDKEEPER_* environment,
-// --config file; the core settings and those of opts.Domains), starts the node with opts, and
+// --config file; the core settings and those of opts.Services), starts the node with opts, and
 // on SIGTERM or SIGINT shuts down gracefully. It returns nil after a clean shutdown (exit 0),
 // or the configuration or start-up error (which names the flag at fault).
 func Serve(args []string, opts Options) error {
-	cfg, err := config.Load(args, os.LookupEnv, os.Stderr, domain.Settings(opts.Domains)...)
+	cfg, err := config.Load(args, os.LookupEnv, os.Stderr, services.Settings(opts.Services)...)
 	if err != nil {
 		return err
 	}

@@ -13,9 +13,9 @@ import (
 	"testing"
 
 	"github.com/shardkeeper/shardkeeper/actors"
-	"github.com/shardkeeper/shardkeeper/actors/chain"
 	"github.com/shardkeeper/shardkeeper/cid"
 	"github.com/shardkeeper/shardkeeper/client"
+	"github.com/shardkeeper/shardkeeper/services/chain"
 	"github.com/shardkeeper/shardkeeper/tlog"
 	"golang.org/x/mod/sumdb/note"
 )

@@ -1,7 +1,7 @@
 // Package actortest runs actor kinds in tests: a Harness (the real runtime over an in-memory
 // replicator and a real Pebble store), a fake Clock, a Gated replicator that holds commits until
 // the test releases them, and State, an actor's committed storage read back from the store.
-// Every domain's tests and the runtime's own use it.
+// Every service's tests and the runtime's own use it.
 package actortest
 
 import (

@@ -14,8 +14,8 @@ import (
 	"os/signal"
 	"time"
 
-	"github.com/shardkeeper/shardkeeper/actors/chain"
 	"github.com/shardkeeper/shardkeeper/arweave"
+	"github.com/shardkeeper/shardkeeper/services/chain"
 	"golang.org/x/mod/sumdb/note"
 )
 

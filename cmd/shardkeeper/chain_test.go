@@ -15,9 +15,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/shardkeeper/shardkeeper/actors/chain"
 	"github.com/shardkeeper/shardkeeper/arweave"
 	"github.com/shardkeeper/shardkeeper/client"
+	"github.com/shardkeeper/shardkeeper/services/chain"
 	"github.com/shardkeeper/shardkeeper/test/fakearweave"
 	"github.com/shardkeeper/shardkeeper/tlog"
 	"golang.org/x/mod/sumdb/note"

@@ -22,8 +22,8 @@ import (
 	"github.com/shardkeeper/shardkeeper/buildinfo"
 	"github.com/shardkeeper/shardkeeper/cluster"
 	"github.com/shardkeeper/shardkeeper/config"
-	"github.com/shardkeeper/shardkeeper/domain"
 	"github.com/shardkeeper/shardkeeper/node"
+	"github.com/shardkeeper/shardkeeper/services"
 )
 
 const usage = `usage: shardkeeper <command> [flags]
@@ -123,8 +123,8 @@ func isHelp(arg string) bool {
 // variables of environ that set no option; node.Serve then loads them for good and reports
 // their errors.
 func serve(args, environ []string, stdout, stderr io.Writer) error {
-	opts := node.Options{Domains: served()}
-	groups := domain.Settings(opts.Domains)
+	opts := node.Options{Services: served()}
+	groups := services.Settings(opts.Services)
 	cfg, err := config.Preview(args, lookupIn(environ), stdout, groups...)
 	if errors.Is(err, flag.ErrHelp) {
 		return err

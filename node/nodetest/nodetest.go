@@ -1,5 +1,5 @@
 // Package nodetest starts in-process shardkeeper nodes for tests: real Pebble, real Raft and
-// the real HTTP API with every domain kind, on loopback ports chosen by the kernel.
+// the real HTTP API with every service's kinds, on loopback ports chosen by the kernel.
 package nodetest
 
 import (
@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/shardkeeper/shardkeeper/config"
-	"github.com/shardkeeper/shardkeeper/domains"
 	"github.com/shardkeeper/shardkeeper/node"
+	"github.com/shardkeeper/shardkeeper/services/all"
 )
 
 // Start starts a one-node server with 4 partitions, fast Raft timeouts and no shutdown
@@ -35,7 +35,7 @@ func Start(t testing.TB, mutate func(*config.Config)) *node.Node {
 		mutate(&cfg)
 	}
 	logger := slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
-	n, err := node.Start(cfg, node.Options{Logger: logger, Domains: domains.All()})
+	n, err := node.Start(cfg, node.Options{Logger: logger, Services: all.Services()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -18,9 +18,9 @@ import (
 	"time"
 
 	"github.com/shardkeeper/shardkeeper/actors"
-	"github.com/shardkeeper/shardkeeper/actors/chain"
 	"github.com/shardkeeper/shardkeeper/arweave"
 	"github.com/shardkeeper/shardkeeper/cid"
+	"github.com/shardkeeper/shardkeeper/services/chain"
 	"github.com/shardkeeper/shardkeeper/test/fakearweave"
 	"github.com/shardkeeper/shardkeeper/test/proc"
 )

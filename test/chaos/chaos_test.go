@@ -15,7 +15,7 @@ import (
 
 	"github.com/anishathalye/porcupine"
 	"github.com/shardkeeper/shardkeeper/actors"
-	"github.com/shardkeeper/shardkeeper/actors/servers"
+	"github.com/shardkeeper/shardkeeper/services/servers"
 	"github.com/shardkeeper/shardkeeper/test/proc"
 )
 

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/shardkeeper/shardkeeper/actors"
-	"github.com/shardkeeper/shardkeeper/actors/oracle"
+	"github.com/shardkeeper/shardkeeper/services/oracle"
 	"github.com/shardkeeper/shardkeeper/test/proc"
 )
 

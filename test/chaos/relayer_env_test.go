@@ -23,8 +23,8 @@ import (
 
 	"github.com/mr-tron/base58"
 	"github.com/shardkeeper/shardkeeper/actors"
-	"github.com/shardkeeper/shardkeeper/actors/relayer"
 	"github.com/shardkeeper/shardkeeper/near"
+	"github.com/shardkeeper/shardkeeper/services/relayer"
 	"github.com/shardkeeper/shardkeeper/test/fakenear"
 	"github.com/shardkeeper/shardkeeper/test/proc"
 )

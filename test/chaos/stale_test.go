@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/shardkeeper/shardkeeper/actors"
-	"github.com/shardkeeper/shardkeeper/actors/oracle"
+	"github.com/shardkeeper/shardkeeper/services/oracle"
 )
 
 // TestStaleReadAfterPause is the focused reproducer of a fixed bug: a deposed leader answering

@@ -17,9 +17,9 @@ import (
 	"time"
 
 	"github.com/shardkeeper/shardkeeper/actors"
-	"github.com/shardkeeper/shardkeeper/actors/device"
-	"github.com/shardkeeper/shardkeeper/actors/servers"
 	"github.com/shardkeeper/shardkeeper/client"
+	"github.com/shardkeeper/shardkeeper/services/device"
+	"github.com/shardkeeper/shardkeeper/services/servers"
 	"github.com/shardkeeper/shardkeeper/test/proc"
 )
 

@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/shardkeeper/shardkeeper/actors"
-	"github.com/shardkeeper/shardkeeper/actors/servers"
 	"github.com/shardkeeper/shardkeeper/client"
+	"github.com/shardkeeper/shardkeeper/services/servers"
 	"github.com/shardkeeper/shardkeeper/test/await"
 	"github.com/shardkeeper/shardkeeper/test/proc"
 )

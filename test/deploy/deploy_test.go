@@ -31,12 +31,11 @@ import (
 	"sync"
 	"testing"
 
-	"go.yaml.in/yaml/v3"
-
 	"github.com/shardkeeper/shardkeeper/config"
-	"github.com/shardkeeper/shardkeeper/domain"
-	"github.com/shardkeeper/shardkeeper/domains"
 	"github.com/shardkeeper/shardkeeper/pki"
+	"github.com/shardkeeper/shardkeeper/services"
+	"github.com/shardkeeper/shardkeeper/services/all"
+	"go.yaml.in/yaml/v3"
 )
 
 // root is the repository root: the tests run in test/deploy.
@@ -419,7 +418,7 @@ func TestDockerfile(t *testing.T) {
 	}
 	// The default command is a one-node cluster serve accepts as it is.
 	lookup := func(k string) (string, bool) { v, ok := env[k]; return v, ok }
-	if _, err := config.Load(cmd[1:], lookup, io.Discard, domain.Settings(domains.All())...); err != nil {
+	if _, err := config.Load(cmd[1:], lookup, io.Discard, services.Settings(all.Services())...); err != nil {
 		t.Errorf("CMD %q: shardkeeper serve refuses it: %v", cmd, err)
 	}
 
@@ -1531,7 +1530,7 @@ func checkNodeConfig(t *testing.T, who string, args []string, env map[string]str
 		v, ok := env[k]
 		return rewrite(v), ok
 	}
-	cfg, err := config.Load(a, lookup, io.Discard, domain.Settings(domains.All())...)
+	cfg, err := config.Load(a, lookup, io.Discard, services.Settings(all.Services())...)
 	if err != nil {
 		t.Errorf("%s: shardkeeper serve refuses its configuration: %v", who, err)
 		return

@@ -17,13 +17,13 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/shardkeeper/shardkeeper/domain"
 	"github.com/shardkeeper/shardkeeper/node"
+	"github.com/shardkeeper/shardkeeper/services"
 	"github.com/shardkeeper/shardkeeper/test/testkinds"
 )
 
 func main() {
-	err := node.Serve(os.Args[1:], node.Options{Domains: []domain.Domain{testkinds.Domain()}})
+	err := node.Serve(os.Args[1:], node.Options{Services: []services.Service{testkinds.Service()}})
 	if errors.Is(err, flag.ErrHelp) {
 		return
 	}

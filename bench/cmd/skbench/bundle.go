@@ -11,9 +11,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/shardkeeper/shardkeeper/actors/chain"
 	"github.com/shardkeeper/shardkeeper/arweave"
 	"github.com/shardkeeper/shardkeeper/client"
+	"github.com/shardkeeper/shardkeeper/services/chain"
 	"github.com/shardkeeper/shardkeeper/test/fakearweave"
 )
 

@@ -19,9 +19,9 @@ import (
 	"time"
 
 	"github.com/mr-tron/base58"
-	"github.com/shardkeeper/shardkeeper/actors/relayer"
 	"github.com/shardkeeper/shardkeeper/client"
 	"github.com/shardkeeper/shardkeeper/near"
+	"github.com/shardkeeper/shardkeeper/services/relayer"
 	"github.com/shardkeeper/shardkeeper/test/fakenear"
 )
 

@@ -29,7 +29,7 @@ func TestClassify(t *testing.T) {
 	}{
 		{[]string{"encoding/json.Marshal", "github.com/shardkeeper/shardkeeper/actors.(*activation).invoke", "net/http.(*conn).serve"}, "JSON"},
 		{[]string{"github.com/cockroachdb/pebble/v2.(*DB).Apply", "github.com/shardkeeper/shardkeeper/persistence.(*FSM).ApplyBatch", "github.com/hashicorp/raft.(*Raft).runFSM"}, "FSM apply"},
-		{[]string{"github.com/shardkeeper/shardkeeper/actors/oracle.(*shard).consume", "github.com/shardkeeper/shardkeeper/actors.(*activation).invoke", "github.com/shardkeeper/shardkeeper/actors.(*dispatcher).run"}, "actor handler"},
+		{[]string{"github.com/shardkeeper/shardkeeper/services/oracle.(*shard).consume", "github.com/shardkeeper/shardkeeper/actors.(*activation).invoke", "github.com/shardkeeper/shardkeeper/actors.(*dispatcher).run"}, "actor handler"},
 		{[]string{"syscall.write", "net/http.(*response).finishRequest", "net/http.(*conn).serve"}, "HTTP server"},
 		{[]string{"runtime.scanobject", "runtime.gcDrain", "runtime.gcBgMarkWorker"}, "Go GC"},
 		{[]string{"github.com/hashicorp/go-msgpack/v2/codec.(*Decoder).Decode", "github.com/hashicorp/raft.(*NetworkTransport).handleCommand"}, "Raft transport"},

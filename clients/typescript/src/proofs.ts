@@ -1,7 +1,7 @@
 // The chain's transparency log, checked offline: RFC 6962 hashing (SHA-256 through Web Crypto)
 // and the verification of inclusion and consistency proofs (RFC 9162 §2.1.3.2 and §2.1.4.2),
 // against checkpoints signed by the log key — the checks `shardkeeper chain proof` makes
-// (actors/chain CheckInclusion and CheckConsistency), in the same order.
+// (services/chain CheckInclusion and CheckConsistency), in the same order.
 //
 // Tree sizes and indexes stay below 2^53, so they are numbers; JavaScript's bit operators work
 // on 32 bits, hence the arithmetic halvings below.
