@@ -547,12 +547,6 @@ func classifyApplyError(err error) error {
 	return err
 }
 
-// Disk tells whether the data directory has room for writes (persistence.DiskGuard).
-type Disk interface {
-	// Err is nil while writes are allowed.
-	Err() error
-}
-
 // Propose appends an encoded command to group g's log (see actors.Replicator). While the
 // disk is low it is refused before Raft sees it (actors.ErrNotApplied).
 func (h *Host) Propose(g uint32, cmd []byte) interface{ Error() error } {
@@ -577,46 +571,6 @@ func NotHere(g uint32) error {
 type refused struct{ err error }
 
 func (r refused) Error() error { return r.err }
-
-// guardedLogs is a group's log store that refuses to grow while the disk is low and this
-// node follows the group: its leader is elsewhere, and a quorum of the other replicas
-// goes on without it. As leader it still stores what it proposed before the disk got low
-// (and Raft's own entries): a failed append would make it step down, and leadership go round
-// in circles on a node alone.
-type guardedLogs struct {
-	raft.LogStore
-	disk Disk
-	r    atomic.Pointer[raft.Raft] // set once the group's Raft exists
-}
-
-func (l *guardedLogs) StoreLog(log *raft.Log) error { return l.StoreLogs([]*raft.Log{log}) }
-
-func (l *guardedLogs) StoreLogs(logs []*raft.Log) error {
-	if err := l.refused(); err != nil {
-		return err
-	}
-	return l.LogStore.StoreLogs(logs)
-}
-
-// DeleteRange refuses, like StoreLogs, to cut the log's tail: a follower replacing a
-// conflicting tail deletes it and then appends, and Raft, which caches its last index, would
-// stay stuck on entries deleted without their replacement. Compaction (the head) goes on.
-func (l *guardedLogs) DeleteRange(lo, hi uint64) error {
-	if err := l.refused(); err != nil {
-		if last, lerr := l.LogStore.LastIndex(); lerr != nil || hi >= last {
-			return err
-		}
-	}
-	return l.LogStore.DeleteRange(lo, hi)
-}
-
-// refused is the disk's refusal while this node follows the group, else nil.
-func (l *guardedLogs) refused() error {
-	if r := l.r.Load(); r != nil && r.State() == raft.Leader {
-		return nil
-	}
-	return l.disk.Err()
-}
 
 // Barrier waits until every entry committed in group g is applied locally.
 func (h *Host) Barrier(g uint32, timeout time.Duration) error {
@@ -740,22 +694,6 @@ func (h *Host) Bootstrap(servers func(g uint32) []raft.Server) error {
 	return errors.Join(errs...)
 }
 
-// Leader returns the server id of group g's leader as this node knows it ("" if none).
-func (h *Host) Leader(g uint32) string {
-	gr := h.group(g)
-	if gr == nil {
-		return ""
-	}
-	_, id := gr.raft.LeaderWithID()
-	return string(id)
-}
-
-// IsLeader reports whether this node leads group g.
-func (h *Host) IsLeader(g uint32) bool {
-	gr := h.group(g)
-	return gr != nil && gr.raft.State() == raft.Leader
-}
-
 // Change carries out a reconciler's decision on group g, which this node leads.
 func (h *Host) Change(g uint32, a Action) error {
 	const timeout = 5 * time.Second
@@ -800,67 +738,6 @@ func (h *Host) Change(g uint32, a Action) error {
 		return err
 	}
 	return nil
-}
-
-// Leading counts the groups this node leads.
-func (h *Host) Leading() int {
-	n := 0
-	for _, g := range h.all() {
-		if g.raft.State() == raft.Leader {
-			n++
-		}
-	}
-	return n
-}
-
-// successor is the voter of group g, other than this node, that answered this leader
-// within the heartbeat timeout and holds the most of its log; ok is false when none did,
-// and others tells whether the group has other voters at all.
-func (h *Host) successor(g *group) (to raft.Server, ok, others bool) {
-	f := g.raft.GetConfiguration()
-	if f.Error() != nil {
-		return raft.Server{}, false, true
-	}
-	var best uint64
-	for _, s := range f.Configuration().Servers {
-		if s.Suffrage != raft.Voter || string(s.ID) == h.cfg.ServerID {
-			continue
-		}
-		others = true
-		if !h.answered(g, s.ID) {
-			continue
-		}
-		if m, _ := g.progress.Match(s.ID); !ok || m > best {
-			to, ok, best = s, true, m
-		}
-	}
-	return to, ok, others
-}
-
-// TransferLeadership hands every group led here to another voter that answers, and waits
-// (bounded by each transfer's own timeout). Used on graceful shutdown.
-func (h *Host) TransferLeadership() {
-	var wg sync.WaitGroup
-	for _, g := range h.all() {
-		if g.raft.State() != raft.Leader {
-			continue
-		}
-		to, ok, others := h.successor(g)
-		if !ok {
-			if others {
-				h.cfg.Logger.Warn("leadership transfer on shutdown: no other voter answers", "group", GroupName(g.ID))
-			}
-			continue // a one-node cluster has nobody to hand it to: not worth a warning
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if err := g.raft.LeadershipTransferToServer(to.ID, to.Address).Error(); err != nil {
-				h.cfg.Logger.Warn("leadership transfer on shutdown", "group", GroupName(g.ID), "to", to.ID, "error", err)
-			}
-		}()
-	}
-	wg.Wait()
 }
 
 // Close shuts every group down (leadership is not handed over; see LeaveGracefully).
