@@ -5,16 +5,15 @@ import (
 	"bytes"
 	"encoding/hex"
 	"errors"
-	"flag"
 	"fmt"
 	"math"
 	"math/rand/v2"
 	"os"
 	"strings"
 	"testing"
-)
 
-var rewrite = flag.Bool("rewrite", false, "rewrite the expected output of data-driven tests in testdata/")
+	"github.com/cockroachdb/datadriven"
+)
 
 // TestCommandDataDriven runs testdata/commands. The file is a sequence of blocks:
 //
@@ -40,30 +39,31 @@ var rewrite = flag.Bool("rewrite", false, "rewrite the expected output of data-d
 //
 // Run with -rewrite to regenerate the expected output.
 func TestCommandDataDriven(t *testing.T) {
-	runDataDriven(t, "testdata/commands", func(t *testing.T, d *ddCase) string {
-		switch d.directive {
+	datadriven.RunTest(t, "testdata/commands", func(t *testing.T, d *datadriven.TestData) string {
+		input := strings.Split(d.Input, "\n")
+		switch d.Cmd {
 		case "encode":
-			c, err := parseCommand(d.input)
+			c, err := parseCommand(input)
 			if err != nil {
-				t.Fatalf("%s: %v", d.pos, err)
+				t.Fatalf("%s: %v", d.Pos, err)
 			}
 			enc := c.Encode(nil)
 			back, err := DecodeCommand(enc)
 			if err != nil {
-				t.Errorf("%s: encoding does not decode: %v", d.pos, err)
+				t.Errorf("%s: encoding does not decode: %v", d.Pos, err)
 			} else if got, want := formatCommand(back), formatCommand(c); got != want {
-				t.Errorf("%s: decode(encode(c)):\n%s\nwant:\n%s", d.pos, got, want)
+				t.Errorf("%s: decode(encode(c)):\n%s\nwant:\n%s", d.Pos, got, want)
 			}
 			return spacedHex(enc)
 		case "decode":
-			in, err := parseHex(d.input)
+			in, err := parseHex(input)
 			if err != nil {
-				t.Fatalf("%s: %v", d.pos, err)
+				t.Fatalf("%s: %v", d.Pos, err)
 			}
 			c, err := DecodeCommand(in)
 			if err != nil {
 				if !errors.Is(err, ErrBadCommand) {
-					t.Errorf("%s: error %v does not wrap ErrBadCommand", d.pos, err)
+					t.Errorf("%s: error %v does not wrap ErrBadCommand", d.Pos, err)
 				}
 				return "error: " + err.Error()
 			}
@@ -73,7 +73,7 @@ func TestCommandDataDriven(t *testing.T) {
 			}
 			return out
 		default:
-			t.Fatalf("%s: unknown directive %q", d.pos, d.directive)
+			t.Fatalf("%s: unknown directive %q", d.Pos, d.Cmd)
 			return ""
 		}
 	})
@@ -154,71 +154,6 @@ func spacedHex(b []byte) string {
 		fmt.Fprintf(&sb, "%02x", c)
 	}
 	return sb.String()
-}
-
-// ddCase is one block of a data-driven test file.
-type ddCase struct {
-	pos       string // file:line of the directive
-	directive string
-	input     []string
-	expected  string
-	head      []string // for -rewrite: the raw lines of the block up to and including "----"
-}
-
-// runDataDriven parses path into blocks and runs fn on each, comparing its output with the
-// expected output (or replacing it, with -rewrite).
-func runDataDriven(t *testing.T, path string, fn func(t *testing.T, d *ddCase) string) {
-	t.Helper()
-	data, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	lines := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
-	var out []string // rewritten file
-	i := 0
-	for i < len(lines) {
-		line := lines[i]
-		if strings.TrimSpace(line) == "" || strings.HasPrefix(line, "#") {
-			out = append(out, line)
-			i++
-			continue
-		}
-		lineNo := i + 1
-		d := &ddCase{pos: fmt.Sprintf("%s:%d", path, lineNo), directive: strings.TrimSpace(line)}
-		d.head = append(d.head, line)
-		i++
-		for ; i < len(lines) && lines[i] != "----"; i++ {
-			d.input = append(d.input, lines[i])
-			d.head = append(d.head, lines[i])
-		}
-		if i == len(lines) {
-			t.Fatalf("%s: block has no ---- separator", d.pos)
-		}
-		d.head = append(d.head, lines[i])
-		i++
-		var exp []string
-		for ; i < len(lines) && strings.TrimSpace(lines[i]) != ""; i++ {
-			exp = append(exp, lines[i])
-		}
-		d.expected = strings.Join(exp, "\n")
-
-		var got string
-		t.Run(fmt.Sprintf("%s/line%d", d.directive, lineNo), func(t *testing.T) {
-			got = strings.TrimRight(fn(t, d), "\n")
-			if !*rewrite && got != d.expected {
-				t.Errorf("%s: %s\n%s\ngot:\n%s\nwant:\n%s", d.pos, d.directive, strings.Join(d.input, "\n"), got, d.expected)
-			}
-		})
-		out = append(out, d.head...)
-		if got != "" {
-			out = append(out, strings.Split(got, "\n")...)
-		}
-	}
-	if *rewrite {
-		if err := os.WriteFile(path, []byte(strings.Join(out, "\n")+"\n"), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
 }
 
 // TestCommandRoundTripRandom encodes and decodes random commands.

@@ -7,6 +7,7 @@ package actortest
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"log/slog"
 	"os"
 	"testing"
@@ -182,4 +183,21 @@ func (h *Harness) KeyCount(kind, id string) int {
 func (h *Harness) Metric(name, field string, labels map[string]string) float64 {
 	h.t.Helper()
 	return Metric(h.t, h.Metrics, name, field, labels)
+}
+
+// Code is the outcome code of err: "" for nil (a nil *actors.Error too), the code of an
+// *actors.Error, and "error: " and the text of any other error, so that a test expecting a
+// code (or none) fails on an error that is not an outcome.
+func Code(err error) string {
+	var e *actors.Error
+	switch {
+	case err == nil:
+		return ""
+	case errors.As(err, &e):
+		if e == nil {
+			return ""
+		}
+		return e.Code
+	}
+	return "error: " + err.Error()
 }

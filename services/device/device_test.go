@@ -344,13 +344,6 @@ func (m *model) issued() []string {
 	return out
 }
 
-func code(e *actors.Error) string {
-	if e == nil {
-		return ""
-	}
-	return e.Code
-}
-
 var modelSeed = flag.Uint64("device.seed", 0, "seed of TestRegistryAgainstModel; 0 takes one from the clock")
 
 // TestRegistryAgainstModel runs a random sequence of registers, challenges, verifies, gets,
@@ -438,7 +431,7 @@ func TestRegistryAgainstModel(t *testing.T) {
 					op += "+proof"
 				}
 				want, alt := m.prove(id, d, req.Nonce, req.Signature, keys, now)
-				if got := code(e); got != want && (alt == "" || got != alt) {
+				if got := actortest.Code(e); got != want && (alt == "" || got != alt) {
 					fail("rotate the key of %s (nonce %q): %+v %v; want %q", id, req.Nonce, out, e, want)
 				}
 				if e != nil {
@@ -453,7 +446,7 @@ func TestRegistryAgainstModel(t *testing.T) {
 			case liveCount >= cfg.MaxDevices:
 				forget()
 				want := time.Duration(oldest+dttl-now) * time.Millisecond
-				if code(e) != "registry_full" || e.RetryAfter != want {
+				if actortest.Code(e) != "registry_full" || e.RetryAfter != want {
 					fail("register %s into a full registry: %+v %v; want registry_full after %v", id, out, e, want)
 				}
 			default:
@@ -463,7 +456,7 @@ func TestRegistryAgainstModel(t *testing.T) {
 				m.inst++
 				m.devices[id] = &modelDevice{inst: m.inst, key: k, version: version, registered: now, seen: now}
 			}
-			op += "/" + code(e)
+			op += "/" + actortest.Code(e)
 		case r < 50:
 			op = "challenge"
 			var out device.Challenge
@@ -471,10 +464,10 @@ func TestRegistryAgainstModel(t *testing.T) {
 			d := m.live(id, now)
 			if d == nil {
 				forget()
-				if code(e) != "unknown_device" {
+				if actortest.Code(e) != "unknown_device" {
 					fail("challenge unknown %s: %+v %v", id, out, e)
 				}
-				op += "/" + code(e)
+				op += "/" + actortest.Code(e)
 				break
 			}
 			pending := m.pending(d, id, now)
@@ -483,10 +476,10 @@ func TestRegistryAgainstModel(t *testing.T) {
 				for _, n := range pending {
 					oldest = min(oldest, n.exp)
 				}
-				if want := time.Duration(oldest-now) * time.Millisecond; code(e) != "too_many_pending" || e.RetryAfter != want {
+				if want := time.Duration(oldest-now) * time.Millisecond; actortest.Code(e) != "too_many_pending" || e.RetryAfter != want {
 					fail("challenge %s with %d pending: %+v %v; want too_many_pending after %v", id, len(pending), out, e, want)
 				}
-				op += "/" + code(e)
+				op += "/" + actortest.Code(e)
 				break
 			}
 			if e != nil || out.ExpiresAt != now+nttl || m.nonces[out.Nonce] != nil {
@@ -514,7 +507,7 @@ func TestRegistryAgainstModel(t *testing.T) {
 			}
 			var out device.Verified
 			e := call(t, h, reg, device.MethodVerify, v, &out)
-			got := code(e)
+			got := actortest.Code(e)
 			op += "/" + got
 			n := m.nonces[v.Nonce]
 			if n == nil || n.device != id {
@@ -564,10 +557,10 @@ func TestRegistryAgainstModel(t *testing.T) {
 			d := m.live(id, now)
 			if d == nil {
 				forget()
-				if code(e) != "unknown_device" {
+				if actortest.Code(e) != "unknown_device" {
 					fail("get unknown %s: %+v %v", id, out, e)
 				}
-				op += "/" + code(e)
+				op += "/" + actortest.Code(e)
 				break
 			}
 			want := device.Device{DeviceID: id, Version: d.version, Platform: "linux", BuildHash: "h",
@@ -582,11 +575,11 @@ func TestRegistryAgainstModel(t *testing.T) {
 			if m.live(id, now) == nil {
 				want = "unknown_device"
 			}
-			if code(e) != want {
+			if actortest.Code(e) != want {
 				fail("delete %s: %v; want %q", id, e, want)
 			}
 			delete(m.devices, id)
-			op += "/" + code(e)
+			op += "/" + actortest.Code(e)
 		default:
 			op = "advance"
 			switch rng.IntN(10) {
@@ -712,7 +705,7 @@ func TestRegistryCollectsEverything(t *testing.T) {
 		return s.keys == 0
 	})
 	var d device.Device
-	if e := call(t, h, reg, device.MethodGet, device.DeviceRef{DeviceID: "bulk"}, &d); code(e) != "unknown_device" {
+	if e := call(t, h, reg, device.MethodGet, device.DeviceRef{DeviceID: "bulk"}, &d); actortest.Code(e) != "unknown_device" {
 		t.Fatalf("get after collection: %+v %v", d, e)
 	}
 }
@@ -750,7 +743,7 @@ func TestValidate(t *testing.T) {
 		{"verify malformed nonce", device.Verification{DeviceID: "d", Nonce: "n.n", Signature: "s"}.Validate(), "unknown_nonce"},
 		{"verify long nonce", device.Verification{DeviceID: "d", Nonce: string(bytes.Repeat([]byte("n"), 129)), Signature: "s"}.Validate(), "unknown_nonce"},
 	} {
-		if code(c.err) != c.want {
+		if actortest.Code(c.err) != c.want {
 			t.Errorf("%s: %v; want %q", c.name, c.err, c.want)
 		}
 	}
@@ -778,16 +771,16 @@ func TestVerifyMessages(t *testing.T) {
 	bad := device.Verification{DeviceID: "d", Nonce: n, Signature: "%%% not base64 %%%", RequestID: "r1"}
 	for _, attempt := range []string{"first", "repeated with its request_id"} {
 		e := call(t, h, reg, device.MethodVerify, bad, nil)
-		if code(e) != "invalid_signature" || !strings.Contains(e.Message, "not base64") {
+		if actortest.Code(e) != "invalid_signature" || !strings.Contains(e.Message, "not base64") {
 			t.Fatalf("%s verify with a signature that is not base64: %v", attempt, e)
 		}
 	}
 	wrong := device.Verification{DeviceID: "d", Nonce: challenge(), Signature: base64.StdEncoding.EncodeToString(make([]byte, 64))}
-	if e := call(t, h, reg, device.MethodVerify, wrong, nil); code(e) != "invalid_signature" || strings.Contains(e.Message, "base64") {
+	if e := call(t, h, reg, device.MethodVerify, wrong, nil); actortest.Code(e) != "invalid_signature" || strings.Contains(e.Message, "base64") {
 		t.Fatalf("verify with a wrong signature: %v, want invalid_signature about the key", e)
 	}
 	good := device.Verification{DeviceID: "d", Nonce: n, Signature: keys[0].sign(n)}
-	if e := call(t, h, reg, device.MethodVerify, good, nil); code(e) != "nonce_used" || !strings.Contains(e.Message, "first verify attempt consumed") {
+	if e := call(t, h, reg, device.MethodVerify, good, nil); actortest.Code(e) != "nonce_used" || !strings.Contains(e.Message, "first verify attempt consumed") {
 		t.Fatalf("verify after a failed attempt: %v, want nonce_used saying the first attempt consumed the nonce", e)
 	}
 }

@@ -68,15 +68,6 @@ func (e *oracleEnv) alarmsFired() float64 {
 	return e.Metric("shardkeeper_alarms_fired_total", "", map[string]string{"kind": oracle.KindName})
 }
 
-// code is the domain outcome code of err ("" if err is not an *actors.Error).
-func code(err error) string {
-	var e *actors.Error
-	if errors.As(err, &e) {
-		return e.Code
-	}
-	return ""
-}
-
 func TestShardOfAcceptsOnlyTheIssuedShape(t *testing.T) {
 	random := base64.RawURLEncoding.EncodeToString(bytes.Repeat([]byte{0xab}, 32))
 	good := "3f_" + random
@@ -137,7 +128,7 @@ func TestLifetimeBoundaries(t *testing.T) {
 	}
 	expect := func(step string, err error, want string) {
 		t.Helper()
-		if code(err) != want || (want == "" && err != nil) {
+		if actortest.Code(err) != want || (want == "" && err != nil) {
 			t.Fatalf("%s: %v, want %q", step, err, want)
 		}
 	}
@@ -299,7 +290,7 @@ func TestFailedCommitKeepsGCAndConsumeSafe(t *testing.T) {
 		t.Fatalf("consume retried again: %+v %v, want %+v", second, err, first)
 	}
 	req.RequestID = "another"
-	if err := e.call(id, oracle.MethodConsume, req, nil); code(err) != "nonce_used" {
+	if err := e.call(id, oracle.MethodConsume, req, nil); actortest.Code(err) != "nonce_used" {
 		t.Fatalf("consume with another request_id: %v, want nonce_used", err)
 	}
 

@@ -132,10 +132,10 @@ func TestShardBoundsOutstanding(t *testing.T) {
 	// The first consume of a makes room for one; its repeats, answered again or refused, and
 	// a consume by another organisation make none.
 	e.mustConsume(id, "acme", a)
-	if err := e.consume(id, a, "acme", ""); code(err) != "nonce_used" {
+	if err := e.consume(id, a, "acme", ""); actortest.Code(err) != "nonce_used" {
 		t.Fatalf("consume again: %v", err)
 	}
-	if err := e.consume(id, b, "beta", ""); code(err) != "org_mismatch" {
+	if err := e.consume(id, b, "beta", ""); actortest.Code(err) != "org_mismatch" {
 		t.Fatalf("consume by beta: %v", err)
 	}
 	clk.Advance(10 * time.Second)
@@ -145,7 +145,7 @@ func TestShardBoundsOutstanding(t *testing.T) {
 	// Expired, b still counts, and consuming it is refused; it stops counting when the gc
 	// alarm removes it, a retention later, with a (used, so freeing nothing more).
 	clk.SetMS(b.ExpiresAt)
-	if err := e.consume(id, b, "acme", ""); code(err) != "nonce_expired" {
+	if err := e.consume(id, b, "acme", ""); actortest.Code(err) != "nonce_expired" {
 		t.Fatalf("consume expired: %v", err)
 	}
 	e.refused("b expired", id, "acme", retryAfter)

@@ -5,7 +5,6 @@ import (
 	"encoding/base64"
 	"encoding/binary"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -113,14 +112,6 @@ func hashOf(t *testing.T, in Intent) near.Hash {
 	return h
 }
 
-func code(err error) string {
-	var ae *actors.Error
-	if errors.As(err, &ae) {
-		return ae.Code
-	}
-	return fmt.Sprint(err)
-}
-
 // An intent lands exactly once, with the nonce after the chain's, and a repeat returns the
 // record; another body under the same key is a conflict.
 func TestIntentLandsOnce(t *testing.T) {
@@ -141,7 +132,7 @@ func TestIntentLandsOnce(t *testing.T) {
 	if !again.Existed || again.Intent.Status != StatusSucceeded || *again.Intent.TxHash != *in.TxHash {
 		t.Fatalf("repeat %+v", again)
 	}
-	if _, err := e.submit(transfer("pay:1", "carol.near")); code(err) != "idempotency_conflict" {
+	if _, err := e.submit(transfer("pay:1", "carol.near")); actortest.Code(err) != "idempotency_conflict" {
 		t.Fatalf("another body: %v", err)
 	}
 	if e.chain.landedCount() != 1 {
@@ -151,7 +142,7 @@ func TestIntentLandsOnce(t *testing.T) {
 	if st.NextNonce == nil || *st.NextNonce != 7002 || st.Queued != 0 || st.InFlight != 0 {
 		t.Fatalf("key status %+v", st)
 	}
-	if _, err := e.get("nope"); code(err) != "unknown_intent" {
+	if _, err := e.get("nope"); actortest.Code(err) != "unknown_intent" {
 		t.Fatalf("get unknown: %v", err)
 	}
 	e.checkInvariants()
@@ -370,7 +361,7 @@ func TestRetention(t *testing.T) {
 		_, ok := e.h.State(KindName, e.id).Get("i/pay:r")
 		return !ok
 	})
-	if _, err := e.get("pay:r"); code(err) != "unknown_intent" {
+	if _, err := e.get("pay:r"); actortest.Code(err) != "unknown_intent" {
 		t.Fatalf("get after retention: %v", err)
 	}
 	s := e.h.State(KindName, e.id)
@@ -399,7 +390,7 @@ func TestSubmitValidation(t *testing.T) {
 		"both forms":     {SubmitRequest{IdempotencyKey: "x", ReceiverID: "bob.near", SignedDelegate: "AAAA"}, "invalid_request"},
 		"not base64 del": {SubmitRequest{SignedDelegate: "!!"}, "invalid_delegate"},
 	} {
-		if _, err := e.submit(c.req); code(err) != c.code {
+		if _, err := e.submit(c.req); actortest.Code(err) != c.code {
 			t.Errorf("%s: %v, want %s", name, err, c.code)
 		}
 	}
@@ -441,7 +432,7 @@ func TestSignedDelegate(t *testing.T) {
 		t.Fatalf("transaction to %s by %s with %v", tx.ReceiverID, tx.SignerID, tx.Actions)
 	}
 	old, _ := delegate(10) // the chain is at 1000
-	if _, err := e.submit(SubmitRequest{SignedDelegate: old}); code(err) != "invalid_delegate" {
+	if _, err := e.submit(SubmitRequest{SignedDelegate: old}); actortest.Code(err) != "invalid_delegate" {
 		t.Fatalf("expired delegate: %v", err)
 	}
 }

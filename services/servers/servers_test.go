@@ -199,17 +199,6 @@ func (h *harness) list(registry string) List {
 	return l
 }
 
-func errCode(err error) string {
-	var e *actors.Error
-	if errors.As(err, &e) {
-		return e.Code
-	}
-	if err != nil {
-		return "error: " + err.Error()
-	}
-	return ""
-}
-
 func TestValidate(t *testing.T) {
 	big := `{"k":"` + strings.Repeat("x", MaxMetaBytes-8) + `"}` // exactly MaxMetaBytes
 	for _, tc := range []struct {
@@ -266,7 +255,7 @@ func TestMessages(t *testing.T) {
 		{"frobnicate", ``, `error: server registry: unknown method "frobnicate"`},
 	} {
 		_, err := h.Harness.Call(KindName, "r", tc.method, []byte(tc.body))
-		if got := errCode(err); got != tc.code {
+		if got := actortest.Code(err); got != tc.code {
 			t.Errorf("%s %s: %q, want %q", tc.method, tc.body, got, tc.code)
 		}
 	}
@@ -464,7 +453,7 @@ func TestRegistryModel(t *testing.T) {
 					}
 					delete(model, id)
 					outcomes[cmp.Or(want, "deleted")]++
-					if got := errCode(err); got != want {
+					if got := actortest.Code(err); got != want {
 						t.Fatalf("step %d delete %s: %q, want %q", i, id, got, want)
 					}
 				case op < 8: // list
