@@ -95,6 +95,7 @@ type options struct {
 	scaleRounds   int
 	scaleLeadWait time.Duration
 	scalePreload  time.Duration
+	scaleLogLevel string
 	cpuCap        int // % of one core per node; 0: uncapped
 }
 
@@ -166,6 +167,7 @@ func parseFlags(args []string) (options, error) {
 	scaleClients := fs.String("scale-clients", "128,256", "with --scale: comma-separated client counts per node; the best is reported")
 	fs.IntVar(&o.scaleRounds, "scale-rounds", 3, "with --scale: rounds (each grows a fresh cluster); medians are reported")
 	fs.DurationVar(&o.scalePreload, "scale-preload", 30*time.Second, "with --scale: how long the workload runs, unmeasured, before each size is measured (0: not at all)")
+	fs.StringVar(&o.scaleLogLevel, "scale-log-level", "warn", "with --scale: the nodes' --log-level (info logs every leadership change and split; with --keep the logs stay)")
 	fs.DurationVar(&o.scaleLeadWait, "scale-lead-wait", 3*time.Minute, "with --scale: how long to wait, after growing, for every node to lead a Raft group before measuring anyway")
 	fs.IntVar(&o.cpuCap, "cpu-cap", 15, "with --scale: % of one core each node may use (a cgroup; needs root and the cgroup v1 cpu controller); 0: uncapped")
 	if err := fs.Parse(args); err != nil {

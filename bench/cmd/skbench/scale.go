@@ -113,7 +113,7 @@ func scaleRound(ctx context.Context, o options, dir string, caps *cpuCaps, round
 	first := o.scale[0]
 	for _, size := range o.scale {
 		for len(nodes) < size {
-			n, err := startScaleNode(dir, o.bin, len(nodes)+1, first, o.partitions, nodes)
+			n, err := startScaleNode(dir, o.bin, len(nodes)+1, first, o.partitions, o.scaleLogLevel, nodes)
 			if err != nil {
 				return results, err
 			}
@@ -166,9 +166,9 @@ func scaleRound(ctx context.Context, o options, dir string, caps *cpuCaps, round
 }
 
 // startScaleNode starts node n<i> with the server's defaults (and --partitions when set to
-// other than the default 16): the first bootstrap-expect nodes form the cluster, later ones
-// join it through n1's gossip address.
-func startScaleNode(dir, bin string, i, bootstrapExpect, partitions int, existing []*scaleNode) (*scaleNode, error) {
+// other than the default 16), logging at logLevel into <dir>/n<i>.log: the first
+// bootstrap-expect nodes form the cluster, later ones join it through n1's gossip address.
+func startScaleNode(dir, bin string, i, bootstrapExpect, partitions int, logLevel string, existing []*scaleNode) (*scaleNode, error) {
 	ports, err := freePorts(5)
 	if err != nil {
 		return nil, err
@@ -185,7 +185,10 @@ func startScaleNode(dir, bin string, i, bootstrapExpect, partitions int, existin
 	if partitions > 0 && partitions != 16 {
 		args = append(args, "--partitions", strconv.Itoa(partitions))
 	}
-	args = append(append(args, limitArgs...), "--log-level", "warn")
+	if logLevel == "" {
+		logLevel = "warn"
+	}
+	args = append(append(args, limitArgs...), "--log-level", logLevel)
 	p, err := startProcess("shardkeeper "+id, filepath.Join(dir, id+".log"), bin, args...)
 	if err != nil {
 		return nil, err
