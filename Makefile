@@ -33,7 +33,7 @@ test: lint test-unit test-crash test-script test-ts fuzz
 test-unit:
 	$(GO) test -race -count=1 $(RACE_PKGS)
 	$(GO) test -count=1 ./api/... ./ops/... ./buildinfo/... ./ident/... ./node/... ./cmd/... ./bench/... ./arweave/... ./cid/... ./tlog/...
-	$(GO) test -count=1 ./test/deploy/
+	$(GO) test -count=1 ./test/deploy/ ./test/guestbook/
 
 # The TypeScript client (clients/typescript) against a real node with the fake NEAR and Arweave
 # nodes, then the relay examples (examples/: Express in Node, a Worker in workerd through

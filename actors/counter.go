@@ -7,7 +7,7 @@ import (
 
 // Counter is a count kept in one key of an actor's storage as a big-endian u64, so that
 // counting what an actor holds is O(1). The key is absent at zero: an actor whose count fell
-// back to zero holds no key for it.
+// back to zero holds no key for it. The encoding is stored data: it must never change.
 type Counter struct {
 	Key []byte
 }

@@ -14,7 +14,7 @@ type Request struct {
 	Body   []byte
 	// Value, when set, is the Go value a caller in this process encoded into Body. A handler
 	// that would decode Body into a value of the same type may take it instead when decoding
-	// would give the same value (actors.JSON does, for plain data). It never leaves the process: a
+	// would give the same value (JSON does, for plain data). It never leaves the process: a
 	// forwarded request carries Body alone, so Body is always set and Value is only ever a
 	// shortcut. Caller and handler share what it points to, so neither may change it.
 	Value any

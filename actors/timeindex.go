@@ -12,7 +12,7 @@ import (
 //
 // so that a listing of the prefix is in time order (then name order). Times are Unix
 // milliseconds; a negative time is stored as 0. The value of an entry is the caller's (often
-// empty).
+// empty). The layout is stored data: it must never change.
 type TimeIndex struct {
 	Prefix []byte
 }

@@ -10,9 +10,9 @@ import (
 // writeGate is the write path of one activation as a state machine: the activation feeds it
 // finished messages, the decision point after each message, commit outcomes, leadership
 // changes and failures, and it answers with what to do — a batch to propose, replies to
-// release, whether to retire. It sends nothing, starts no goroutine and reads no clock, so
-// every ordering of those inputs can be driven by a test (testdata/writegate); the activation
-// does the sending.
+// release, whether to retire. Besides calling the replies it holds, it sends nothing, starts
+// no goroutine and reads no clock, so every ordering of those inputs can be driven by a test
+// (testdata/writegate); the activation does the sending.
 //
 // Invariants, after every method:
 //   - at most one batch is in flight (inflight), and pending is never proposed before it

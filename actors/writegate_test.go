@@ -17,17 +17,20 @@ import (
 // it is due to restart, and sends a reply that depends on nothing uncommitted to the
 // leadership check.
 //
-//	message <name> [put=(k:v,…)] [del=(k,…)] [now=<t>] [epoch=<e>]
+//	message <name> [put=(k:v,…)] [del=(k,…)] [now=<t>] [epoch=<e>] [queued] [untaken]
 //	                     a message finished with these writes (a key @name is an alarm
 //	                     index entry); epoch is the partition's epoch when it arrives
-//	                     (default: the activation's)
+//	                     (default: the activation's). Like the activation, it first takes up
+//	                     the outcome of the batch in flight if the proposer knows it already
+//	                     (then settles, queued: more messages wait), unless untaken: the
+//	                     outcome arrived while the message ran
 //	settle [queued] [max=<n>]
 //	                     the end of a message: propose when due (queued: more messages wait),
 //	                     retire when due to restart
 //	callback <batch> [err=<text>|fenced]
 //	                     the proposer learns the commit outcome (and releases on success)
-//	commit <batch> [err=<text>|fenced]
-//	                     the activation takes the outcome up
+//	commit <batch> [err=<text>|fenced] [queued]
+//	                     the activation takes the outcome up, and settles after a success
 //	verified [<name>…]   the leadership check answers the replies waiting on it (err=… fails them)
 //	restart cause=<text> Activate or HandleEffect failed
 //	retire reason=<text> the partition is no longer led here (its activations retire with
@@ -107,6 +110,36 @@ func (d *gateDriver) fail(err error) {
 	d.g.failAll(err)
 }
 
+// settle ends a message as the activation does: it proposes when due and retires when due
+// to restart.
+func (d *gateDriver) settle(queued bool, max int) {
+	if b := d.g.next(queued, max); b != nil {
+		name := fmt.Sprintf("b%d", len(d.batches)+1)
+		d.batches[name], d.names[b] = b, name
+		d.out = append(d.out, "propose "+name+": "+describeBatch(b))
+	}
+	if d.g.dueRestart() {
+		d.fail(d.g.restart)
+	}
+}
+
+// commit takes up b's outcome as the activation does: a failure fails the activation; a
+// success may wake the alarm scheduler, and settles.
+func (d *gateDriver) commit(b *batch, err error, queued bool, max int) {
+	current, failure := d.g.committed(b, err)
+	switch {
+	case !current:
+		d.out = append(d.out, d.names[b]+" is not in flight: ignored")
+	case failure != nil:
+		d.fail(failure)
+	default:
+		if b.setsAlarm {
+			d.out = append(d.out, "the alarm scheduler looks again")
+		}
+		d.settle(queued, max)
+	}
+}
+
 func (d *gateDriver) run(t *testing.T, td *datadriven.TestData) string {
 	d.out = nil
 	switch td.Cmd {
@@ -114,6 +147,10 @@ func (d *gateDriver) run(t *testing.T, td *datadriven.TestData) string {
 		*d = *newGateDriver()
 	case "message":
 		name := td.CmdArgs[0].Key
+		if b := d.g.inflight; b != nil && b.finished.Load() && !td.HasArg("untaken") {
+			d.out = append(d.out, "takes up "+d.names[b])
+			d.commit(b, b.err, td.HasArg("queued"), 64)
+		}
 		epoch, now := d.g.epoch, int64(0)
 		td.MaybeScanArgs(t, "epoch", &epoch)
 		td.MaybeScanArgs(t, "now", &now)
@@ -144,16 +181,9 @@ func (d *gateDriver) run(t *testing.T, td *datadriven.TestData) string {
 			d.waiting[name] = reply
 		}
 	case "settle":
-		queued, max := td.HasArg("queued"), 64
+		max := 64
 		td.MaybeScanArgs(t, "max", &max)
-		if b := d.g.next(queued, max); b != nil {
-			name := fmt.Sprintf("b%d", len(d.batches)+1)
-			d.batches[name], d.names[b] = b, name
-			d.out = append(d.out, "propose "+name+": "+describeBatch(b))
-		}
-		if d.g.dueRestart() {
-			d.fail(d.g.restart)
-		}
+		d.settle(td.HasArg("queued"), max)
 	case "callback":
 		b := d.batch(t, td)
 		b.err = outcome(t, td)
@@ -162,18 +192,7 @@ func (d *gateDriver) run(t *testing.T, td *datadriven.TestData) string {
 			b.release(nil)
 		}
 	case "commit":
-		b := d.batch(t, td)
-		current, failure := d.g.committed(b, outcome(t, td))
-		switch {
-		case !current:
-			d.out = append(d.out, d.names[b]+" is not in flight: ignored")
-		case failure != nil:
-			d.fail(failure)
-		default:
-			if b.setsAlarm {
-				d.out = append(d.out, "the alarm scheduler looks again")
-			}
-		}
+		d.commit(d.batch(t, td), outcome(t, td), td.HasArg("queued"), 64)
 	case "verified":
 		err := unconfirmed(0, outcome(t, td))
 		for _, name := range d.leader {

@@ -11,7 +11,7 @@ import (
 	"github.com/shardkeeper/shardkeeper/api"
 )
 
-// A domain's codes map its outcomes to their statuses; a code claimed with another status is
+// A service's codes map its outcomes to their statuses; a code claimed with another status is
 // refused and changes nothing.
 func TestCodes(t *testing.T) {
 	write := func(c *api.Codes, code string) *httptest.ResponseRecorder {

@@ -17,7 +17,7 @@ import (
 	"github.com/shardkeeper/shardkeeper/services/all"
 )
 
-// refusingCaller answers every actor call with a domain "not found", so that any response
+// refusingCaller answers every actor call with an outcome "not found", so that any response
 // other than a 4xx with an error code comes from request decoding itself.
 type refusingCaller struct{}
 

@@ -46,7 +46,7 @@ func TestNodeHTTP(t *testing.T) {
 }
 
 // No error answer repeats what the client sent: invalid identifiers in paths and bodies, of
-// every domain, are named by their field only.
+// every service, are named by their field only.
 func TestErrorsDoNotEchoInput(t *testing.T) {
 	n := apitest.Start(t, nil)
 	const mark = "evil<script>"

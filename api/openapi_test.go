@@ -76,7 +76,7 @@ func resolve(mux *http.ServeMux, pattern string) string {
 	return got
 }
 
-// The routes of the node — ops.Register's, GET /openapi.yaml and every domain's the binary
+// The routes of the node — ops.Register's, GET /openapi.yaml and every service's the binary
 // serves, each checked to be live on the mux the node builds — are exactly the operations of
 // openapi.yaml.
 func TestOpenAPIDescribesEveryRoute(t *testing.T) {
@@ -87,7 +87,7 @@ func TestOpenAPIDescribesEveryRoute(t *testing.T) {
 	}
 	served := map[string]bool{api.OpenAPIRoute().Pattern: true}
 	var registered opsPatterns
-	ops.Register(&registered, nil, nil, "")
+	ops.Register(&registered, nil, nil, "", nil)
 	for _, p := range registered {
 		served[p] = true
 	}
@@ -112,7 +112,7 @@ func TestOpenAPIDescribesEveryRoute(t *testing.T) {
 	}
 }
 
-// Every error code an answer can carry — the core ones and every domain's — is in the enum of
+// Every error code an answer can carry — the core ones and every service's — is in the enum of
 // the Error schema, and the enum has no other.
 func TestOpenAPIListsEveryErrorCode(t *testing.T) {
 	codes := api.CoreCodes().Map()

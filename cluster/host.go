@@ -740,7 +740,7 @@ func (h *Host) Change(g uint32, a Action) error {
 	return nil
 }
 
-// Close shuts every group down (leadership is not handed over; see LeaveGracefully).
+// Close shuts every group down (leadership is not handed over; see TransferLeadership).
 func (h *Host) Close() error {
 	h.mu.Lock() // no group starts opening after this
 	select {

@@ -7,7 +7,7 @@ import (
 )
 
 // Leadership as the host sees it: who leads each group, how many this node leads, and
-// handing leaderships on (to spread them, and before this node stops).
+// handing every leadership on before this node stops.
 
 // Leader returns the server id of group g's leader as this node knows it ("" if none).
 func (h *Host) Leader(g uint32) string {

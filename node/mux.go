@@ -18,15 +18,12 @@ import (
 // statuses, or registering conflicting routes, are errors naming the service.
 func NewMux(view ops.ClusterView, reg *prometheus.Registry, ss []services.Service, caller actors.Caller, cfg config.Config) (*Mux, error) {
 	mux := &Mux{ServeMux: http.NewServeMux(), operator: map[string]bool{}}
-	ops.Register(mux.ServeMux, view, reg, cfg.AdminToken)
-	env := services.Env{Caller: caller, Registerer: reg, Codes: api.CoreCodes()}
-	for _, s := range ss {
-		codes, err := env.Codes.With(s.Codes)
-		if err != nil {
-			return nil, fmt.Errorf("service %s: %w", s.Name, err)
-		}
-		env.Codes = codes
+	ops.Register(mux.ServeMux, view, reg, cfg.AdminToken, services.Figures(ss))
+	codes, err := services.Codes(ss)
+	if err != nil {
+		return nil, err
 	}
+	env := services.Env{Caller: caller, Registerer: reg, Codes: codes}
 	for _, p := range ops.AdminPatterns {
 		mux.operator[p] = true
 	}

@@ -75,22 +75,3 @@ func TestNewMuxConflicts(t *testing.T) {
 		t.Fatal("a service route over an operational one was accepted")
 	}
 }
-
-func TestLists(t *testing.T) {
-	sec := config.NewSection("s", func(p *int) []config.Option { return []config.Option{config.Int(p, "dt-n", "4", "")} })
-	ds := []services.Service{
-		{Name: "a", Settings: sec, Kinds: func(c config.Config, _ services.Env) []actors.Kind {
-			return []actors.Kind{{Name: "k" + strings.Repeat("x", sec.Get(c))}}
-		}},
-		teapot("b", "GET /b", nil),
-	}
-	if g := services.Settings(ds); len(g) != 1 || g[0] != config.Group(sec) {
-		t.Fatalf("Settings = %v", g)
-	}
-	if k := services.Kinds(ds, config.Default(), services.Env{}); len(k) != 1 || k[0].Name != "kxxxx" {
-		t.Fatalf("Kinds = %v", k)
-	}
-	if r := services.Routes(ds, services.Env{}, config.Default()); len(r) != 1 || r[0].Pattern != "GET /b" {
-		t.Fatalf("Routes = %v", r)
-	}
-}

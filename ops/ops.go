@@ -1,7 +1,7 @@
 // Package ops serves the operators' side of a node over HTTP: the health checks, /metrics,
 // the cluster view and the routing table, the dashboard and the gossip keyring's endpoints.
-// It sits above the cluster, whose state it shows, and beside the services, whose routes the
-// node serves with it.
+// It sits above the cluster, whose state it shows, and above the services, whose dashboard
+// figures it shows; the node serves its routes with theirs.
 package ops
 
 import (
@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/shardkeeper/shardkeeper/api"
 	"github.com/shardkeeper/shardkeeper/cluster"
+	"github.com/shardkeeper/shardkeeper/services"
 )
 
 // Member is one cluster member as /v1/cluster reports it.
@@ -56,7 +57,7 @@ type ClusterStatus struct {
 	Partitions []cluster.PartitionStatus `json:"partitions"`
 }
 
-// IsHealthCheck reports whether r is a health check: those answer whatever the load (see Shed), so
+// IsHealthCheck reports whether r is a health check: those answer whatever the load (see api.Shed), so
 // that a load balancer tells a busy node from a dead one.
 func IsHealthCheck(r *http.Request) bool {
 	switch r.URL.Path {
@@ -80,8 +81,9 @@ var AdminPatterns = []string{"GET /metrics", "GET /v1/cluster/hashes", "GET /v1/
 
 // Register adds /healthz, /readyz, /metrics, /v1/cluster, the routing table
 // (/v1/cluster/routes, public: clients use it), the operator's dashboard (/ui) and the gossip
-// keyring's endpoints (with the admin token) to mux.
-func Register(mux Mux, view ClusterView, gatherer prometheus.Gatherer, adminToken string) {
+// keyring's endpoints (with the admin token) to mux; the dashboard shows the services' figures
+// beside the runtime's.
+func Register(mux Mux, view ClusterView, gatherer prometheus.Gatherer, adminToken string, figures []services.Figure) {
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		api.WriteJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	})
@@ -103,7 +105,7 @@ func Register(mux Mux, view ClusterView, gatherer prometheus.Gatherer, adminToke
 		}
 		api.WriteJSON(w, http.StatusOK, map[string]any{"node_id": view.NodeID(), "partitions": hs})
 	})
-	mux.HandleFunc("GET /ui", dashboard(view, gatherer))
+	mux.HandleFunc("GET /ui", dashboard(view, gatherer, figures))
 	mux.HandleFunc("GET /v1/cluster/gossip-keys", api.Admin(adminToken, listGossipKeys(view)))
 	mux.HandleFunc("POST /v1/cluster/gossip-keys", api.Admin(adminToken, changeGossipKey(view)))
 	mux.HandleFunc("GET /v1/cluster/routes", func(w http.ResponseWriter, _ *http.Request) {

@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/shardkeeper/shardkeeper/cluster"
+	"github.com/shardkeeper/shardkeeper/services"
 )
 
 // The operator's dashboard, GET /ui: one page, rendered here from this node's view (the same
@@ -70,7 +71,7 @@ th{background:#f4f4f4}.bad{color:#b00020;font-weight:600}.ok{color:#1b5e20}
 `))
 
 // dashboard answers GET /ui.
-func dashboard(view ClusterView, gatherer prometheus.Gatherer) http.HandlerFunc {
+func dashboard(view ClusterView, gatherer prometheus.Gatherer, extra []services.Figure) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		d := dashboardData{NodeID: view.NodeID(), Now: time.Now()}
 		if err := view.Ready(); err != nil {
@@ -93,7 +94,7 @@ func dashboard(view ClusterView, gatherer prometheus.Gatherer) http.HandlerFunc 
 			sort.Strings(lag)
 			d.Groups = append(d.Groups, dashboardGroup{PartitionStatus: p, First: p.ID, Last: p.ID, Lag: strings.Join(lag, ", ")})
 		}
-		d.Figures = figures(gatherer)
+		d.Figures = figures(gatherer, extra)
 		w.Header().Set("Content-Type", "text/html; charset=utf-8")
 		w.Header().Set("Cache-Control", "no-store")
 		// No script, no framing by other pages.
@@ -105,8 +106,9 @@ func dashboard(view ClusterView, gatherer prometheus.Gatherer) http.HandlerFunc 
 	}
 }
 
-// figures picks what an operator looks at first from this node's metrics.
-func figures(g prometheus.Gatherer) []figure {
+// figures picks what an operator looks at first from this node's metrics: the runtime's, the
+// services' (extra), the disk's and the alarms' lateness.
+func figures(g prometheus.Gatherer, extra []services.Figure) []figure {
 	mfs, err := g.Gather()
 	if err != nil {
 		return []figure{{"metrics", "unavailable"}}
@@ -131,18 +133,21 @@ func figures(g prometheus.Gatherer) []figure {
 		}
 		return s, true
 	}
-	var out []figure
-	for _, f := range []struct {
+	type line struct {
 		label, name string
 		always      bool // shown as 0 before the metric has a series
-	}{
+	}
+	lines := []line{
 		{"actors active", "shardkeeper_actors_active", true},
 		{"messages in mailboxes", "shardkeeper_actor_mailbox_messages", true},
 		{"effects running", "shardkeeper_effects_running", true},
-		{"relayer intents queued", "shardkeeper_relayer_key_queued", false},
-		{"relayer transactions in flight", "shardkeeper_relayer_key_in_flight", false},
-		{"disk free (MiB)", "shardkeeper_disk_free_bytes", false},
-	} {
+	}
+	for _, f := range extra {
+		lines = append(lines, line{f.Label, f.Metric, false})
+	}
+	lines = append(lines, line{"disk free (MiB)", "shardkeeper_disk_free_bytes", false})
+	var out []figure
+	for _, f := range lines {
 		v, ok := sum(f.name)
 		if !ok && !f.always {
 			continue

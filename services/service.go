@@ -7,6 +7,7 @@ package services
 
 import (
 	"errors"
+	"fmt"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/shardkeeper/shardkeeper/actors"
@@ -30,6 +31,24 @@ type Service struct {
 	Routes func(env Env, cfg config.Config) []api.Route
 	// Codes maps the error codes the service's actors and routes answer to HTTP statuses.
 	Codes map[string]int
+	// Figures are what the operator's dashboard (GET /ui) shows of the service, each the
+	// sum of one of the service's metrics on the node.
+	Figures []Figure
+}
+
+// Figure is one line of the operator's dashboard: Label, and the sum over the series of the
+// gauge or counter Metric on the node. A figure whose metric has no series yet is left out.
+type Figure struct {
+	Label, Metric string
+}
+
+// Figures lists the dashboard figures of ss.
+func Figures(ss []Service) []Figure {
+	var out []Figure
+	for _, s := range ss {
+		out = append(out, s.Figures...)
+	}
+	return out
 }
 
 // Settings lists the settings of ss, for config.Load.
@@ -43,7 +62,21 @@ func Settings(ss []Service) []config.Group {
 	return out
 }
 
-// Env is what a node gives the actor kinds of its services.
+// Codes is the table of error codes of a node serving ss: the core codes and every service's.
+// Two services answering one code with different statuses are an error naming the second.
+func Codes(ss []Service) (*api.Codes, error) {
+	codes := api.CoreCodes()
+	for _, s := range ss {
+		c, err := codes.With(s.Codes)
+		if err != nil {
+			return nil, fmt.Errorf("service %s: %w", s.Name, err)
+		}
+		codes = c
+	}
+	return codes, nil
+}
+
+// Env is what a node gives the actor kinds and the routes of its services.
 type Env struct {
 	// Caller reaches any actor of the cluster once the node serves: for effects and HTTP
 	// routes, never from an actor's handler (a handler waiting on another actor holds its
@@ -53,7 +86,8 @@ type Env struct {
 	// once per node; Kinds gives a registry of its own when nil.
 	Registerer prometheus.Registerer
 	// Codes maps the error codes of every service the node serves to HTTP statuses: routes
-	// write their errors with it (Codes.WriteError). Nil knows the core codes only.
+	// write their errors with it (Codes.WriteError). Nil knows the core codes only; kinds
+	// are given none (they answer outcomes, not statuses).
 	Codes *api.Codes
 }
 
@@ -71,10 +105,14 @@ func Kinds(ss []Service, cfg config.Config, env Env) []actors.Kind {
 	return out
 }
 
-// Routes lists the HTTP routes of ss.
+// Routes lists the HTTP routes of ss; with env.Codes nil, they write errors knowing the
+// codes of ss.
 func Routes(ss []Service, env Env, cfg config.Config) []api.Route {
 	if env.Registerer == nil {
 		env.Registerer = prometheus.NewRegistry()
+	}
+	if env.Codes == nil {
+		env.Codes, _ = Codes(ss) // nil on a conflict, which NewMux reports
 	}
 	var out []api.Route
 	for _, d := range ss {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/shardkeeper/shardkeeper/config"
 	"github.com/shardkeeper/shardkeeper/node"
+	"github.com/shardkeeper/shardkeeper/services"
 	"github.com/shardkeeper/shardkeeper/services/all"
 )
 
@@ -21,6 +22,12 @@ import (
 // Only one node per test process should use protoactor remoting at a time in race-detector
 // runs (see ARCHITECTURE.md); run multi-node tests as processes (test/proc).
 func Start(t testing.TB, mutate func(*config.Config)) *node.Node {
+	t.Helper()
+	return StartWith(t, all.Services(), mutate)
+}
+
+// StartWith is Start serving ss instead of the binary's services.
+func StartWith(t testing.TB, ss []services.Service, mutate func(*config.Config)) *node.Node {
 	t.Helper()
 	cfg := config.Default()
 	cfg.NodeID = "test"
@@ -35,7 +42,7 @@ func Start(t testing.TB, mutate func(*config.Config)) *node.Node {
 		mutate(&cfg)
 	}
 	logger := slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
-	n, err := node.Start(cfg, node.Options{Logger: logger, Services: all.Services()})
+	n, err := node.Start(cfg, node.Options{Logger: logger, Services: ss})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -31,7 +31,7 @@ func load(args []string, env map[string]string) (config.Config, error) {
 
 // The services' options keep the flag names, defaults, environment variables and YAML keys
 // they had when they were core options.
-func TestDomainSettings(t *testing.T) {
+func TestServiceSettings(t *testing.T) {
 	c, err := load(nil, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -85,7 +85,7 @@ func TestDomainSettings(t *testing.T) {
 }
 
 // serve --help lists every service's flags.
-func TestHelpListsDomainFlags(t *testing.T) {
+func TestHelpListsServiceFlags(t *testing.T) {
 	var out bytes.Buffer
 	_, err := config.Load([]string{"--help"}, nil, &out, services.Settings(all.Services())...)
 	if !errors.Is(err, flag.ErrHelp) {
@@ -101,7 +101,7 @@ func TestHelpListsDomainFlags(t *testing.T) {
 
 // The services fit together: distinct names and kinds, one status per error code, routes that
 // do not conflict.
-func TestDomainsFitTogether(t *testing.T) {
+func TestServicesFitTogether(t *testing.T) {
 	cfg, err := load(nil, nil)
 	if err != nil {
 		t.Fatal(err)

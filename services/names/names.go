@@ -65,7 +65,7 @@ func (set) Receive(ctx *actors.Context, req actors.Request) ([]byte, error) {
 // concurrent use.
 type Enroller struct {
 	Caller actors.Caller
-	// Kind is the names kind (NamesKind), Namespace its actor, What the names' plural for
+	// Kind is the names kind (Kind), Namespace its actor, What the names' plural for
 	// messages.
 	Kind, Namespace, What string
 	Max                   int

@@ -32,7 +32,7 @@
 //	t/<remove_at u64 BE><nonce>        empty; the removal index, earliest first (a
 //	                                   actors.TimeIndex)
 //	o/<org_id>                         the organisation's mark: at least its counted, unused
-//	                                   nonces here (a actors.Counter, absent at zero;
+//	                                   nonces here (an actors.Counter, absent at zero;
 //	                                   outstanding.go)
 //
 // Invariants, after every committed message:

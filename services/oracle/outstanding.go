@@ -26,7 +26,7 @@ import (
 //     the stored mark when the epoch first touched the organisation, less the ones consumed
 //     or removed since; exact (0) once every nonce stored when the epoch began is removed
 //     (counts.past: the removal index has no entry left at or before counts.z);
-//   - mark: the stored o/<org_id> (a actors.Counter, absent at 0).
+//   - mark: the stored o/<org_id> (an actors.Counter, absent at 0).
 //
 // Invariant, after every committed message: C ≤ mark. An issue that takes own + old past
 // the mark raises it to own + old + slack (at most perShard), so an organisation growing by

@@ -25,7 +25,7 @@ import (
 // Storage:
 //
 //	b/<idempotency key>\x00<request hash>   charge (JSON): when and how much
-//	t/<u64 at><idempotency key>\x00<hash>  empty; the charges in time order (a actors.TimeIndex)
+//	t/<u64 at><idempotency key>\x00<hash>  empty; the charges in time order (an actors.TimeIndex)
 //	s                                       the sum of the stored charges (decimal yocto)
 //
 // Charges that left the window are removed first by every charge, refused or not (pruneBatch

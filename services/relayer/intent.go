@@ -103,9 +103,9 @@ type KeyError struct {
 //	i/<idempotency key>   record (JSON)
 //	q/<u64 seq>           idempotency key of a queued (unsigned) intent, FIFO by seq
 //	f/<u64 nonce>         idempotency key of a signed, non-terminal intent
-//	r/<u64 remove_at><idempotency key>   empty; the retention index (a actors.TimeIndex)
+//	r/<u64 remove_at><idempotency key>   empty; the retention index (an actors.TimeIndex)
 //	m                     meta (JSON)
-//	c/queued              the number of q/ entries (a actors.Counter)
+//	c/queued              the number of q/ entries (an actors.Counter)
 //	c/flights             the number of f/ entries
 //	c/landed              the number of f/ entries whose transaction is known to be in a block
 var (

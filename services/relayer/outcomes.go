@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -313,4 +314,38 @@ func errorCode(err error) string {
 		return it.InvalidTxName()
 	}
 	return "rpc_error"
+}
+
+// onConfirm takes the endpoints' answers about the transaction of nonce (ConfirmDeath).
+func (a *keyActor) onConfirm(ctx *actors.Context, res actors.EffectResult, nonceStr string) error {
+	n, ok := parseNonceName(nonceStr)
+	if !ok || res.Err != nil {
+		return nil // the poll asks again
+	}
+	idem, found, err := ctx.Get(flightKey(n))
+	if err != nil || !found {
+		return err
+	}
+	r, found, err := loadRecord(ctx, string(idem))
+	if err != nil || !found || r.terminal() || r.Nonce == nil || *r.Nonce != n {
+		return err
+	}
+	var ws []Witness
+	if err := json.Unmarshal(res.Output, &ws); err != nil {
+		return fmt.Errorf("relayer key %s: decode witnesses: %w", ctx.ID(), err)
+	}
+	d, o := ConfirmDeath(ws)
+	verdict := "inconclusive"
+	switch {
+	case d.Verdict == Replace:
+		verdict = "confirmed"
+	case slices.ContainsFunc(ws, func(w Witness) bool { return w.Outcome != nil }):
+		verdict = "refuted" // an endpoint knows the transaction
+	}
+	a.met.confirmed(verdict)
+	m, err := loadMeta(ctx)
+	if err != nil {
+		return err
+	}
+	return a.apply(ctx, &m, r, d, o, nil)
 }

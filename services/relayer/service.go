@@ -126,5 +126,9 @@ func Service() services.Service {
 		},
 		Routes: routes,
 		Codes:  codes,
+		Figures: []services.Figure{
+			{Label: "relayer intents queued", Metric: "shardkeeper_relayer_key_queued"},
+			{Label: "relayer transactions in flight", Metric: "shardkeeper_relayer_key_in_flight"},
+		},
 	}
 }

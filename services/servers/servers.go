@@ -11,9 +11,9 @@
 //
 //	srv/<server_id>                      record (JSON): address, region, meta, registered_at, last_seen
 //	seen/<last_seen u64 BE><server_id>   empty; the expiry index, oldest last_seen first
-//	                                     (a actors.TimeIndex)
+//	                                     (an actors.TimeIndex)
 //	meta/count                           u64 BE: how many srv/ records are stored (absent when 0;
-//	                                     a actors.Counter)
+//	                                     an actors.Counter)
 //
 // Invariants, after every committed message:
 //   - every srv/ record has exactly one seen/ entry, carrying its last_seen, and vice versa;

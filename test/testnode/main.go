@@ -1,5 +1,5 @@
-// Command testnode is `shardkeeper serve` serving the test kinds instead of the domains
-// (testkinds.Domain): it parses the same flags, logs to stderr, exits 0 after a graceful
+// Command testnode is `shardkeeper serve` serving the test kinds instead of the services
+// (testkinds.Service): it parses the same flags, logs to stderr, exits 0 after a graceful
 // shutdown on SIGTERM or SIGINT, and exits 2 with a message when the configuration is invalid
 // or the node cannot start.
 //

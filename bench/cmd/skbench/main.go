@@ -187,6 +187,9 @@ func parseFlags(args []string) (options, error) {
 		if o.scaleRounds < 1 || o.cpuCap < 0 || o.cpuCap > 100 || o.scalePreload < 0 {
 			return o, errors.New("--scale-rounds must be >= 1, --cpu-cap within 0..100 and --scale-preload >= 0")
 		}
+		if !slices.Contains([]string{"debug", "info", "warn", "error"}, o.scaleLogLevel) {
+			return o, fmt.Errorf("--scale-log-level %q: one of debug, info, warn, error", o.scaleLogLevel)
+		}
 		if o.profile != "" && !slices.Contains(o.scaleClients, o.profileClients) {
 			return o, fmt.Errorf("--profile-clients %d: with --scale, one of the --scale-clients counts per node %v", o.profileClients, o.scaleClients)
 		}

@@ -208,9 +208,12 @@ func readyz(url string) func(context.Context) error {
 // says: the groups split as the cluster grows) and every group has a leader, for at most
 // wait. With fewer partitions than nodes it waits for one leader per partition. It returns
 // how many lead and how long it took (-1 when that did not happen). Then it waits, within the
-// same bound, until the cluster has settled: the leaders and every partition's replicas
-// unchanged for settleFor, so that the measurement sees the grown cluster's capacity and not
-// the last leadership transfers and replica moves (snapshots) of its growth.
+// same bound, until the cluster has settled: every group on its full count of voters and
+// none on its way in or out, and the leaders and every partition's replicas unchanged for
+// settleFor, so that the measurement sees the grown cluster's capacity and not the last
+// leadership transfers and replica moves (snapshots) of its growth. (A replica still catching
+// up may sit unchanged for longer than settleFor: a node opens a group born by a split only
+// once gossip has told it of the group.)
 func waitLeaders(ctx context.Context, urls []string, n int, wait time.Duration) (int, time.Duration) {
 	start := time.Now()
 	// One node answers every poll: the views of two nodes may differ for a moment, which would
@@ -245,14 +248,14 @@ func waitLeaders(ctx context.Context, urls []string, n int, wait time.Duration) 
 			if now := clusterShape(rt, st); now != shape {
 				shape, since = now, time.Now()
 			}
-			if leadAfter >= 0 && time.Since(since) >= settleFor {
+			if leadAfter >= 0 && placed(st, min(serverReplicas, n)) && time.Since(since) >= settleFor {
 				logf("the cluster settled %v after all were ready; %s", time.Since(start).Round(100*time.Millisecond), layout(rt, st))
 				return leaders, leadAfter
 			}
 		}
 		if time.Since(start) > wait || ctx.Err() != nil {
 			if leadAfter >= 0 {
-				logf("WARNING: measuring before the cluster has settled: its leaders and replicas did not stay unchanged for %v within %v", settleFor, wait)
+				logf("WARNING: measuring before the cluster has settled: its groups did not all reach %d voters, or its leaders and replicas did not stay unchanged for %v, within %v", min(serverReplicas, n), settleFor, wait)
 			}
 			return leaders, leadAfter
 		}
@@ -262,6 +265,21 @@ func waitLeaders(ctx context.Context, urls []string, n int, wait time.Duration) 
 
 // settleFor is how long the leaders and replicas must stay unchanged before a measurement.
 const settleFor = 10 * time.Second
+
+// serverReplicas is the server's default replication factor (--replicas), which the
+// benchmark's clusters run with.
+const serverReplicas = 3
+
+// placed reports whether every partition has exactly r voters and no non-voter: no replica
+// is on its way in or out.
+func placed(st *client.ClusterStatus, r int) bool {
+	for _, p := range st.Partitions {
+		if len(p.Voters) != r || len(p.NonVoters) != 0 {
+			return false
+		}
+	}
+	return true
+}
 
 // clusterShape is what must stay unchanged for the cluster to count as settled: each group's
 // range and leader, and each partition's voters and non-voters.
